@@ -1,0 +1,65 @@
+// kiln/runtime/Executable.h - a compiled function: a list of launches over
+// planned buffers.
+//
+// An Executable is what codegen produces for one compiled MLIR function (the
+// forward or the backward of a graph). It holds:
+//   - value slots (one per SSA value of the function),
+//   - a list of Launches in program order (JIT kernel, GEMM, view, copy),
+//   - a memory plan: every intermediate that does not escape the function
+//     gets an offset in one arena (reuse by liveness); function results (and
+//     everything they alias) get their own Buffers so they outlive the run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/Allocator.h"
+#include "kiln/runtime/DType.h"
+
+namespace kiln::runtime {
+
+/// A strided view of a Buffer: what flows in and out of an Executable.
+/// `offset` and `strides` are in elements.
+struct TensorView {
+  std::shared_ptr<Buffer> buffer;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  DType dtype = DType::Float32;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+  void *data() const {
+    return static_cast<char *>(buffer->data()) + offset * static_cast<int64_t>(itemsize(dtype));
+  }
+};
+
+/// A JIT kernel in MLIR's packed calling convention (ExecutionEngine::lookupPacked):
+/// args[i] points at each scalar of the flattened argument list; a memref of
+/// rank r contributes 3 + 2r entries (allocated ptr, aligned ptr, offset,
+/// sizes..., strides...).
+using PackedKernel = void (*)(void **args);
+
+class Executable {
+public:
+  virtual ~Executable() = default;
+  /// Runs the function. `inputs` follow the function's argument order and
+  /// must match the compiled shapes and dtypes (the caller's guard ensures it;
+  /// a mismatch returns an error via `error` and an empty vector).
+  /// Results follow the function's result order; they own (or share) their
+  /// memory and may alias inputs (e.g. a transposed parameter).
+  virtual std::vector<TensorView> run(const std::vector<TensorView> &inputs,
+                                      std::string *error = nullptr) const = 0;
+  /// Bytes of the intermediate arena one run allocates (the memory plan).
+  virtual int64_t arena_bytes() const = 0;
+  /// Number of launches (kernels + GEMMs + copies) per run.
+  virtual int num_launches() const = 0;
+};
+
+}  // namespace kiln::runtime
