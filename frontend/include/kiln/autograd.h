@@ -1,0 +1,121 @@
+// kiln/autograd.h - reverse-mode automatic differentiation.
+//
+// The design follows PyTorch's autograd engine: every differentiable op that
+// sees an input requiring grad records a Node whose `next_edges` point at the
+// producers of its inputs (or at the AccumulateGrad node of a leaf). Backward
+// runs Nodes in dependency order, summing gradients that reach one input.
+// Backward formulas use the public ops in ops.h, so tracing (kiln::compile)
+// records them like any other op.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln::autograd {
+
+using TensorList = std::vector<Tensor>;
+
+struct Node;
+
+/// An input slot of a Node: gradients flowing along the edge go to
+/// `fn`'s input number `input_nr`.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+/// A backward function. apply() takes one gradient per forward output (an
+/// undefined Tensor means zero) and returns one per next_edge.
+struct Node : std::enable_shared_from_this<Node> {
+  Node();
+  virtual ~Node() = default;
+  virtual TensorList apply(const TensorList &grad_outputs) = 0;
+  virtual std::string name() const = 0;
+  /// Number of forward outputs this node receives gradients for.
+  int num_outputs = 1;
+  std::vector<Edge> next_edges;
+  /// Creation order; later nodes run first on ties (as PyTorch).
+  uint64_t sequence_nr;
+};
+
+/// A Node whose backward is a lambda (most ops).
+struct FunctionNode : Node {
+  using Fn = std::function<TensorList(const TensorList &)>;
+  FunctionNode(std::string name, Fn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  TensorList apply(const TensorList &g) override { return fn_(g); }
+  std::string name() const override { return name_; }
+
+private:
+  std::string name_;
+  Fn fn_;
+};
+
+/// Accumulates into a leaf's .grad() (or into a capture slot during grad()).
+struct AccumulateGrad : Node {
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf(std::move(leaf)) {}
+  TensorList apply(const TensorList &g) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  std::weak_ptr<TensorImpl> leaf;
+};
+
+/// Whether ops record autograd history (thread-local; default true).
+struct GradMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+/// RAII: disables gradient recording in its scope (torch.no_grad()).
+class NoGradGuard {
+public:
+  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+  NoGradGuard(const NoGradGuard &) = delete;
+  NoGradGuard &operator=(const NoGradGuard &) = delete;
+
+private:
+  bool prev_;
+};
+
+/// RAII: enables gradient recording in its scope (torch.enable_grad()).
+class EnableGradGuard {
+public:
+  EnableGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
+  ~EnableGradGuard() { GradMode::set_enabled(prev_); }
+
+private:
+  bool prev_;
+};
+
+/// True if grad mode is on and any input requires grad.
+bool any_requires_grad(const TensorList &inputs);
+/// The edge a gradient for `t` must flow along (empty if !t.requires_grad()).
+Edge gradient_edge(const Tensor &t);
+/// Makes `node` the grad_fn of `outputs` (output_nr = position) and points
+/// its next_edges at `inputs`. Call only when any_requires_grad(inputs).
+void set_history(const TensorList &outputs, const std::shared_ptr<Node> &node,
+                 const TensorList &inputs);
+/// Convenience: records a FunctionNode named `name` for one output.
+void record(const Tensor &output, const char *name, const TensorList &inputs,
+            FunctionNode::Fn backward);
+
+/// Runs backward from `roots` with `grad_roots` and accumulates into the
+/// .grad() of reachable leaves (Tensor::backward is this with one root).
+void backward(const TensorList &roots, const TensorList &grad_roots);
+
+/// Gradients of `outputs` w.r.t. `inputs` without touching any .grad()
+/// (torch.autograd.grad). Inputs must require grad; an input the outputs do
+/// not depend on gets an undefined Tensor (allow_unused semantics).
+TensorList grad(const TensorList &outputs, const TensorList &grad_outputs,
+                const TensorList &inputs);
+
+}  // namespace kiln::autograd
+
+namespace kiln {
+using autograd::EnableGradGuard;
+using autograd::NoGradGuard;
+}  // namespace kiln

@@ -1,0 +1,64 @@
+// kiln/compile.h - kiln::compile: capture, compile and run a module.
+//
+// compile(model) returns a Module that, on the first call for a guard key
+// (input shapes, dtypes, requires_grad flags, training mode, grad mode),
+// runs the model's forward AND its backward once under a tracer (the
+// backward is traced with the output gradient as a graph input, as
+// AOTAutograd does), compiles the joint graph through the `kiln` MLIR
+// dialect (passes/Pipeline.h: canonicalize, CSE, partition into forward and
+// backward, fusion) to JIT kernels + oneDNN GEMMs, and caches it. Later calls
+// with the same key run the compiled forward; its output carries a grad_fn
+// that runs the compiled backward, so `loss.backward(); opt.step();` is
+// unchanged.
+//
+// Errors: an op that cannot be captured yet throws kiln::Error naming it;
+// compiler failures throw kiln::Error with the compiler's diagnostic.
+// Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
+// KILN_LOG=recompiles prints why a new artifact was compiled.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/nn.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  /// Directory for IR dumps (defaults to $KILN_DUMP_IR).
+  std::string dump_ir_dir;
+};
+
+/// Statistics of the compiled artifacts (for tests and reports).
+struct CompileStats {
+  int compiles = 0;   ///< artifacts built (cache misses)
+  int cache_hits = 0; ///< calls served by a cached artifact
+  int num_fusions = 0;       ///< kernels in the last artifact
+  int64_t arena_bytes = 0;   ///< planned intermediate bytes of the last forward+backward
+  double last_compile_seconds = 0.0;
+};
+
+class CompiledModule : public nn::Module {
+public:
+  CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options);
+  ~CompiledModule() override;
+  Tensor forward(const Tensor &input) override;
+  std::string name() const override { return "Compiled" + module_->name(); }
+  const CompileStats &stats() const { return stats_; }
+  nn::Module &original() { return *module_; }
+
+  struct Artifact;
+
+private:
+  std::shared_ptr<nn::Module> module_;
+  CompileOptions options_;
+  std::map<std::string, std::shared_ptr<Artifact>> cache_;
+  CompileStats stats_;
+};
+
+/// Wraps `module` (its parameters appear as "_orig_mod.<name>", as in PyTorch).
+std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
+
+}  // namespace kiln

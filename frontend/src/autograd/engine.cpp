@@ -1,0 +1,180 @@
+// The backward engine: dependency counting + a ready queue ordered by
+// sequence number (latest first), as PyTorch's engine does on one thread.
+#include <atomic>
+#include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+
+namespace kiln::autograd {
+namespace {
+
+thread_local bool grad_mode_enabled = true;
+std::atomic<uint64_t> next_sequence_nr{0};
+
+/// When grad() runs, AccumulateGrad nodes write here instead of into .grad.
+thread_local std::unordered_map<const TensorImpl *, Tensor> *capture = nullptr;
+
+Tensor accumulate(const Tensor &acc, const Tensor &g) {
+  if (!acc.defined()) return g;
+  if (!g.defined()) return acc;
+  return acc + g;
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor &leaf) {
+  auto &meta = leaf.impl()->autograd;
+  if (auto existing = meta.grad_accumulator.lock()) return existing;
+  auto node = std::make_shared<AccumulateGrad>(std::weak_ptr<TensorImpl>(leaf.impl_ptr()));
+  meta.grad_accumulator = node;
+  return node;
+}
+
+/// Runs the graph below `roots`. Gradients reaching leaves go to AccumulateGrad.
+void run_backward(const TensorList &roots, const TensorList &grad_roots) {
+  // Build the graph task: count how many gradients each node will receive.
+  std::unordered_map<Node *, int> dependencies;
+  std::vector<Node *> stack;
+  std::unordered_set<Node *> seen;
+  auto graph_root = std::make_shared<FunctionNode>("GraphRoot", [](const TensorList &g) { return g; });
+  for (const Tensor &r : roots) graph_root->next_edges.push_back(gradient_edge(r));
+  stack.push_back(graph_root.get());
+  seen.insert(graph_root.get());
+  while (!stack.empty()) {
+    Node *n = stack.back();
+    stack.pop_back();
+    for (const Edge &e : n->next_edges) {
+      if (!e.valid()) continue;
+      ++dependencies[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+
+  struct Ready {
+    std::shared_ptr<Node> node;
+    bool operator<(const Ready &o) const { return node->sequence_nr < o.node->sequence_nr; }
+  };
+  std::map<Node *, TensorList> buffers;  // input gradients per node
+  std::priority_queue<Ready> ready;
+
+  auto deliver = [&](const TensorList &grads, const std::vector<Edge> &edges) {
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge &e = edges[i];
+      if (!e.valid()) continue;
+      TensorList &buf = buffers[e.fn.get()];
+      if (buf.size() < static_cast<size_t>(e.fn->num_outputs)) buf.resize(e.fn->num_outputs);
+      if (i < grads.size()) buf[e.input_nr] = accumulate(buf[e.input_nr], grads[i]);
+      if (--dependencies[e.fn.get()] == 0) ready.push(Ready{e.fn});
+    }
+  };
+  deliver(grad_roots, graph_root->next_edges);
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top().node;
+    ready.pop();
+    TensorList inputs = std::move(buffers[node.get()]);
+    buffers.erase(node.get());
+    inputs.resize(node->num_outputs);
+    bool any = false;
+    for (const Tensor &t : inputs) any |= t.defined();
+    if (!any) {  // nothing flows: propagate "no gradient" to unblock dependents
+      deliver(TensorList(node->next_edges.size()), node->next_edges);
+      continue;
+    }
+    TensorList outputs = node->apply(inputs);
+    KILN_CHECK(outputs.size() == node->next_edges.size(), "backward: ", node->name(), " returned ",
+               outputs.size(), " gradients, expected ", node->next_edges.size());
+    deliver(outputs, node->next_edges);
+  }
+}
+
+}  // namespace
+
+Node::Node() : sequence_nr(next_sequence_nr++) {}
+
+bool GradMode::is_enabled() { return grad_mode_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+TensorList AccumulateGrad::apply(const TensorList &g) {
+  auto impl = leaf.lock();
+  if (!impl || !g[0].defined()) return {};
+  if (capture) {
+    Tensor &slot = (*capture)[impl.get()];
+    slot = accumulate(slot, g[0]);
+    return {};
+  }
+  Tensor t(impl);
+  KILN_CHECK(g[0].sizes() == t.sizes(), "backward: gradient of shape ", shape_str(g[0].sizes()),
+             " for a leaf of shape ", shape_str(t.sizes()));
+  Tensor old = t.grad();
+  // detach: .grad never carries history (no create_graph support yet).
+  t.set_grad(old.defined() ? (old + g[0]).detach() : g[0].detach());
+  return {};
+}
+
+bool any_requires_grad(const TensorList &inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor &t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor &t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  const auto &meta = t.impl()->autograd;
+  if (meta.grad_fn) return Edge{meta.grad_fn, meta.output_nr};
+  return Edge{grad_accumulator(t), 0};
+}
+
+void set_history(const TensorList &outputs, const std::shared_ptr<Node> &node, const TensorList &inputs) {
+  node->next_edges.clear();
+  for (const Tensor &in : inputs) node->next_edges.push_back(gradient_edge(in));
+  node->num_outputs = static_cast<int>(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto &meta = outputs[i].impl()->autograd;
+    meta.grad_fn = node;
+    meta.output_nr = static_cast<int>(i);
+  }
+}
+
+void record(const Tensor &output, const char *name, const TensorList &inputs, FunctionNode::Fn backward) {
+  set_history({output}, std::make_shared<FunctionNode>(name, std::move(backward)), inputs);
+}
+
+void backward(const TensorList &roots, const TensorList &grad_roots) {
+  KILN_CHECK(roots.size() == grad_roots.size(), "backward: ", roots.size(), " outputs but ",
+             grad_roots.size(), " gradients");
+  // Backward formulas never build a graph of their own (no create_graph).
+  NoGradGuard no_grad;
+  run_backward(roots, grad_roots);
+}
+
+TensorList grad(const TensorList &outputs, const TensorList &grad_outputs, const TensorList &inputs) {
+  KILN_CHECK(outputs.size() == grad_outputs.size(), "autograd::grad: ", outputs.size(), " outputs but ",
+             grad_outputs.size(), " grad_outputs");
+  for (const Tensor &in : inputs) {
+    KILN_CHECK(in.defined() && in.requires_grad(), "autograd::grad: one of the inputs does not require grad");
+    KILN_CHECK(in.is_leaf(), "autograd::grad: only leaf inputs are supported; detach() the input and "
+               "call requires_grad_() on it");
+  }
+  std::unordered_map<const TensorImpl *, Tensor> slots;
+  auto *prev = capture;
+  capture = &slots;
+  try {
+    NoGradGuard no_grad;
+    run_backward(outputs, grad_outputs);
+  } catch (...) {
+    capture = prev;
+    throw;
+  }
+  capture = prev;
+  TensorList result;
+  for (const Tensor &in : inputs) {
+    auto it = slots.find(in.impl());
+    result.push_back(it == slots.end() ? Tensor() : it->second);
+  }
+  return result;
+}
+
+}  // namespace kiln::autograd

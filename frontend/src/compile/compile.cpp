@@ -1,0 +1,202 @@
+// kiln::compile: guard -> (trace -> compile) -> run the compiled forward, with
+// a grad_fn that runs the compiled backward.
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <sstream>
+
+#include "kiln/autograd.h"
+#include "kiln/codegen/Compiler.h"
+#include "kiln/compile.h"
+#include "kiln/ops.h"
+#include "compile/tracer.h"
+
+namespace kiln {
+
+/// One compiled graph and how to bind it.
+struct CompiledModule::Artifact {
+  codegen::CompiledGraph graph;
+  std::vector<Tensor> captured;     ///< bound by reference each call (parameters)
+  std::vector<int> grad_inputs;     ///< primal positions that receive gradients
+  std::vector<DType> output_types;  ///< forward outputs
+};
+
+namespace {
+
+using autograd::TensorList;
+
+runtime::TensorView to_view(const Tensor &t) {
+  const TensorImpl &i = *t.impl();
+  return runtime::TensorView{i.storage, i.offset, i.sizes, i.strides, i.dtype};
+}
+
+Tensor from_view(const runtime::TensorView &v) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = v.buffer;
+  impl->offset = v.offset;
+  impl->sizes = v.sizes;
+  impl->strides = v.strides;
+  impl->dtype = v.dtype;
+  return Tensor(std::move(impl));
+}
+
+bool log_enabled(const char *what) {
+  const char *env = std::getenv("KILN_LOG");
+  return env && std::string(env).find(what) != std::string::npos;
+}
+
+/// The guard key: everything the compiled artifact specializes on.
+std::string guard_key(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m) {
+  std::ostringstream os;
+  os << "input" << shape_str(input.sizes()) << ":" << dtype_name(input.dtype())
+     << (input.requires_grad() ? ":rg" : "") << " training=" << training << " grad=" << grad_enabled << " params=";
+  for (const auto &p : m.parameters()) os << (p.requires_grad() ? '1' : '0');
+  return os.str();
+}
+
+/// Runs the compiled backward: (primals..., saved..., tangents...) -> grads.
+struct CompiledBackward : autograd::Node {
+  std::shared_ptr<CompiledModule::Artifact> artifact;
+  std::vector<runtime::TensorView> primals, saved;
+  std::vector<Shape> output_shapes;
+  std::vector<DType> output_types;
+
+  TensorList apply(const TensorList &grad_outputs) override {
+    std::vector<runtime::TensorView> args = primals;
+    args.insert(args.end(), saved.begin(), saved.end());
+    for (size_t i = 0; i < grad_outputs.size(); ++i) {
+      Tensor g = grad_outputs[i].defined() ? grad_outputs[i] : zeros(output_shapes[i], output_types[i]);
+      args.push_back(to_view(g.to(output_types[i])));
+    }
+    std::string error;
+    auto grads = artifact->graph.backward->run(args, &error);
+    KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
+    TensorList out;
+    for (auto &v : grads) out.push_back(from_view(v));
+    return out;
+  }
+  std::string name() const override { return "CompiledFunctionBackward"; }
+};
+
+/// Traces forward + backward of `module` on `input` and compiles the graph.
+std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, const Tensor &input,
+                                                            bool with_backward, const CompileOptions &options,
+                                                            CompileStats &stats) {
+  auto artifact = std::make_shared<CompiledModule::Artifact>();
+  trace::Tracer tracer;
+  Tensor traced_input = input.detach();
+  if (input.requires_grad() && with_backward) traced_input.requires_grad_(true);
+  Tensor output;
+  std::vector<Tensor> grads;
+  {
+    trace::TracingScope scope(&tracer);
+    tracer.add_user_input(traced_input);
+    output = module.forward(traced_input);
+    KILN_CHECK(output.defined(), "kiln::compile: ", module.name(), ".forward returned an undefined tensor");
+    if (with_backward && output.requires_grad()) {
+      Tensor tangent;
+      {
+        trace::PauseTracing pause;
+        tangent = ones_like(output);
+      }
+      tracer.add_tangent(tangent);
+      // Gradient targets: captured leaves that require grad, then the input.
+      std::vector<Tensor> targets;
+      std::vector<int> positions;
+      const auto &captured = tracer.captured();
+      for (size_t i = 0; i < captured.size(); ++i)
+        if (captured[i].requires_grad() && captured[i].is_leaf()) {
+          targets.push_back(captured[i]);
+          positions.push_back(static_cast<int>(i) + 1);
+        }
+      if (traced_input.requires_grad()) {
+        targets.push_back(traced_input);
+        positions.push_back(0);
+      }
+      if (!targets.empty()) {
+        grads = autograd::grad({output}, {tangent}, targets);
+        for (size_t i = 0; i < grads.size(); ++i)
+          if (!grads[i].defined()) grads[i] = zeros(targets[i].sizes(), targets[i].dtype());
+        artifact->grad_inputs = positions;
+      }
+    }
+  }
+  ir::Graph graph = tracer.finish({output}, grads);
+  artifact->captured = tracer.captured();
+  artifact->output_types = {output.dtype()};
+
+  codegen::CompileOptions copts;
+  copts.dump_ir_dir = options.dump_ir_dir;
+  std::string error;
+  auto start = std::chrono::steady_clock::now();
+  bool ok = codegen::compileGraph(graph, copts, &artifact->graph, &error);
+  stats.last_compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KILN_CHECK(ok, "kiln::compile: compiling ", module.name(), " failed: ", error,
+             "\nRun the model eagerly (without kiln::compile) to work around this, and set KILN_DUMP_IR=<dir> "
+             "to see the IR.");
+  stats.num_fusions = static_cast<int>(artifact->graph.fusions.size());
+  stats.arena_bytes = artifact->graph.forward->arena_bytes() +
+                      (artifact->graph.backward ? artifact->graph.backward->arena_bytes() : 0);
+  return artifact;
+}
+
+}  // namespace
+
+CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options)
+    : module_(std::move(module)), options_(std::move(options)) {
+  KILN_CHECK(module_ != nullptr, "kiln::compile: module is null");
+  if (options_.dump_ir_dir.empty())
+    if (const char *env = std::getenv("KILN_DUMP_IR")) options_.dump_ir_dir = env;
+  register_module("_orig_mod", module_);
+  train(module_->is_training());
+}
+
+CompiledModule::~CompiledModule() = default;
+
+Tensor CompiledModule::forward(const Tensor &input) {
+  KILN_CHECK(input.defined(), "kiln::compile: ", name(), " called with an undefined input");
+  KILN_CHECK(input.device().is_cpu(), "kiln::compile: input is on ", input.device().str(),
+             "; the compiled CPU backend expects cpu tensors");
+  const bool grad_enabled = autograd::GradMode::is_enabled();
+  const std::string key = guard_key(input, is_training(), grad_enabled, *module_);
+  auto it = cache_.find(key);
+  std::shared_ptr<Artifact> artifact;
+  if (it != cache_.end()) {
+    artifact = it->second;
+    ++stats_.cache_hits;
+  } else {
+    if (log_enabled("recompiles"))
+      std::fprintf(stderr, "[kiln] %s for %s: %s\n", cache_.empty() ? "compiling" : "recompiling",
+                   name().c_str(), key.c_str());
+    artifact = trace_and_compile(*module_, input, grad_enabled, options_, stats_);
+    cache_[key] = artifact;
+    ++stats_.compiles;
+  }
+
+  std::vector<runtime::TensorView> primals{to_view(input)};
+  for (const Tensor &t : artifact->captured) primals.push_back(to_view(t));
+  std::string error;
+  auto results = artifact->graph.forward->run(primals, &error);
+  KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);
+  const int nfo = artifact->graph.num_forward_outputs;
+  Tensor output = from_view(results[0]);
+
+  if (artifact->graph.backward && !artifact->grad_inputs.empty()) {
+    auto node = std::make_shared<CompiledBackward>();
+    node->artifact = artifact;
+    node->primals = primals;
+    node->saved.assign(results.begin() + nfo, results.end());
+    node->output_shapes = {output.sizes()};
+    node->output_types = artifact->output_types;
+    TensorList grad_targets;
+    for (int pos : artifact->grad_inputs) grad_targets.push_back(pos == 0 ? input : artifact->captured[pos - 1]);
+    autograd::set_history({output}, node, grad_targets);
+  }
+  return output;
+}
+
+std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
+  return std::make_shared<CompiledModule>(std::move(module), std::move(options));
+}
+
+}  // namespace kiln

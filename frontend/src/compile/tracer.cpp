@@ -1,0 +1,106 @@
+#include "compile/tracer.h"
+
+#include "trace.h"
+
+namespace kiln::trace {
+namespace {
+thread_local Tracer *current = nullptr;
+}
+
+ir::ElementType element_type(DType t) {
+  switch (t) {
+  case DType::Float32: return ir::ElementType::F32;
+  case DType::Float16: return ir::ElementType::F16;
+  case DType::BFloat16: return ir::ElementType::BF16;
+  case DType::Int64: return ir::ElementType::I64;
+  case DType::Bool: return ir::ElementType::Bool;
+  }
+  return ir::ElementType::F32;
+}
+
+DType dtype_of(ir::ElementType t) {
+  switch (t) {
+  case ir::ElementType::F32: return kFloat32;
+  case ir::ElementType::F16: return kFloat16;
+  case ir::ElementType::BF16: return kBFloat16;
+  case ir::ElementType::I64: return kInt64;
+  case ir::ElementType::Bool: return kBool;
+  }
+  return kFloat32;
+}
+
+int Tracer::define(const Tensor &t) {
+  int id = graph_.addValue(t.sizes(), element_type(t.dtype()));
+  ids_[t.impl()] = id;
+  keep_alive_.push_back(t.impl_ptr());
+  return id;
+}
+
+void Tracer::add_user_input(const Tensor &t) { user_inputs_.push_back(define(t)); }
+void Tracer::add_tangent(const Tensor &t) { tangents_.push_back(define(t)); }
+
+int Tracer::value_of(const Tensor &t) {
+  auto it = ids_.find(t.impl());
+  if (it != ids_.end()) return it->second;
+  int id = define(t);
+  captured_ids_.push_back(id);
+  captured_.push_back(t);
+  return id;
+}
+
+void Tracer::record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const Attrs &attrs) {
+  ir::Node node;
+  node.kind = kind;
+  for (const Tensor &in : inputs) node.operands.push_back(value_of(in));
+  node.ints = attrs.ints;
+  node.keepdim = attrs.keepdim;
+  node.scalar = attrs.scalar;
+  node.predicate = attrs.predicate;
+  node.result = define(out);
+  graph_.nodes.push_back(std::move(node));
+}
+
+void Tracer::alias(const Tensor &src, const Tensor &dst) {
+  auto it = ids_.find(src.impl());
+  if (it == ids_.end()) return;  // unseen source: dst is captured on first use
+  ids_[dst.impl()] = it->second;
+  keep_alive_.push_back(dst.impl_ptr());
+}
+
+ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs) {
+  std::vector<int> outputs;  // first: an output may capture a new input
+  for (const Tensor &t : forward_outputs) outputs.push_back(value_of(t));
+  for (const Tensor &t : grad_outputs) outputs.push_back(value_of(t));
+  ir::Graph g = graph_;
+  g.outputs = outputs;
+  for (int id : user_inputs_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
+  for (int id : captured_ids_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
+  for (int id : tangents_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Tangent);
+  g.num_forward_outputs = static_cast<int>(forward_outputs.size());
+  return g;
+}
+
+TracingScope::TracingScope(Tracer *tracer) : prev_(current) { current = tracer; }
+TracingScope::~TracingScope() { current = prev_; }
+PauseTracing::PauseTracing() : prev_(current) { current = nullptr; }
+PauseTracing::~PauseTracing() { current = prev_; }
+
+// ---- the hooks ops call (trace.h) -------------------------------------------
+
+bool active() { return current != nullptr; }
+
+void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const Attrs &attrs) {
+  if (current) current->record(kind, inputs, out, attrs);
+}
+
+void alias(const Tensor &src, const Tensor &dst) {
+  if (current) current->alias(src, dst);
+}
+
+void unsupported(const char *op) {
+  KILN_CHECK(current == nullptr, "kiln::compile: op '", op,
+             "' cannot be captured into a compiled graph yet; call it outside the compiled module "
+             "(or run the model eagerly)");
+}
+
+}  // namespace kiln::trace

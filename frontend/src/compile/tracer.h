@@ -1,0 +1,65 @@
+// tracer.h (internal) - records the ops eager execution performs into an
+// ir::Graph. Values are identified by TensorImpl; a tensor the tracer has not
+// seen (a parameter, a captured constant) becomes a Primal graph input bound
+// to that tensor by reference.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/ir/Graph.h"
+#include "kiln/tensor.h"
+
+namespace kiln::trace {
+
+class Tracer {
+public:
+  /// Declares a user input (in call order).
+  void add_user_input(const Tensor &t);
+  /// Declares the gradient of a forward output (a Tangent input).
+  void add_tangent(const Tensor &t);
+  /// Value id of `t`, capturing it as a new Primal input if unseen.
+  int value_of(const Tensor &t);
+  bool knows(const Tensor &t) const { return ids_.count(t.impl()) != 0; }
+  void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const struct Attrs &attrs);
+  void alias(const Tensor &src, const Tensor &dst);
+
+  /// Final graph: inputs ordered [user inputs, captured, tangents].
+  ir::Graph finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs);
+  /// Captured tensors in input order (after the user inputs).
+  const std::vector<Tensor> &captured() const { return captured_; }
+
+private:
+  int define(const Tensor &t);
+  ir::Graph graph_;
+  std::unordered_map<const TensorImpl *, int> ids_;
+  std::vector<std::shared_ptr<TensorImpl>> keep_alive_;  // no address reuse while tracing
+  std::vector<int> user_inputs_, captured_ids_, tangents_;
+  std::vector<Tensor> captured_;
+};
+
+/// RAII: makes `tracer` the active tracer of this thread.
+class TracingScope {
+public:
+  explicit TracingScope(Tracer *tracer);
+  ~TracingScope();
+
+private:
+  Tracer *prev_;
+};
+
+/// RAII: suspends tracing (for tensors made by the tracing machinery itself).
+class PauseTracing {
+public:
+  PauseTracing();
+  ~PauseTracing();
+
+private:
+  Tracer *prev_;
+};
+
+ir::ElementType element_type(DType t);
+DType dtype_of(ir::ElementType t);
+
+}  // namespace kiln::trace

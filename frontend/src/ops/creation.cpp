@@ -1,0 +1,92 @@
+// Creation ops: full/zeros/ones, arange, tensor(values), random sampling.
+#include <cmath>
+
+#include "kiln/ops.h"
+#include "kiln/random.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+
+Tensor full(const Shape &shape, double value, DType dtype) {
+  Tensor out = Tensor::empty(shape, dtype);
+  const int64_t n = out.numel();
+  char *p = static_cast<char *>(out.raw_data());
+  if (dtype == kFloat32) {
+    float *f = reinterpret_cast<float *>(p);
+    std::fill(f, f + n, static_cast<float>(value));
+  } else {
+    for (int64_t i = 0; i < n; ++i) kernels::store_from_double(p, dtype, i, value);
+  }
+  trace::Attrs attrs;
+  attrs.scalar = value;
+  trace::record(ir::OpKind::Constant, {}, out, attrs);
+  return out;
+}
+
+Tensor zeros(const Shape &shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape &shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor &t) { return full(t.sizes(), 0.0, t.dtype()); }
+Tensor ones_like(const Tensor &t) { return full(t.sizes(), 1.0, t.dtype()); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(int64_t n, DType dtype) {
+  KILN_CHECK(n >= 0, "arange: end must be non-negative, got ", n);
+  Tensor out = Tensor::empty({n}, dtype);
+  for (int64_t i = 0; i < n; ++i) kernels::store_from_double(out.raw_data(), dtype, i, static_cast<double>(i));
+  return out;
+}
+
+Tensor tensor(const std::vector<float> &values, const Shape &shape) {
+  KILN_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "tensor: ", values.size(),
+             " values do not fill shape ", shape_str(shape), " (", numel_of(shape), " elements)");
+  Tensor out = Tensor::empty(shape, kFloat32);
+  std::copy(values.begin(), values.end(), out.data_ptr<float>());
+  return out;
+}
+
+Tensor tensor(const std::vector<int64_t> &values, const Shape &shape) {
+  KILN_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "tensor: ", values.size(),
+             " values do not fill shape ", shape_str(shape), " (", numel_of(shape), " elements)");
+  Tensor out = Tensor::empty(shape, kInt64);
+  std::copy(values.begin(), values.end(), out.data_ptr<int64_t>());
+  return out;
+}
+
+static void check_float(DType dtype, const char *op) {
+  KILN_CHECK(is_floating_point(dtype), op, ": expected a floating point dtype, got ", dtype_name(dtype));
+}
+
+Tensor randn(const Shape &shape, DType dtype) {
+  check_float(dtype, "randn");
+  trace::unsupported("randn");
+  Tensor out = Tensor::empty(shape, kFloat32);
+  float *p = out.data_ptr<float>();
+  const int64_t n = out.numel();
+  Generator &gen = default_generator();
+  // Box-Muller: two uniforms give two independent normals.
+  for (int64_t i = 0; i < n; i += 2) {
+    float u1 = gen.next_uniform(), u2 = gen.next_uniform();
+    double r = std::sqrt(-2.0 * std::log(1.0 - static_cast<double>(u1)));
+    double theta = 2.0 * M_PI * u2;
+    p[i] = static_cast<float>(r * std::cos(theta));
+    if (i + 1 < n) p[i + 1] = static_cast<float>(r * std::sin(theta));
+  }
+  return dtype == kFloat32 ? out : out.to(dtype);
+}
+
+Tensor uniform(const Shape &shape, double low, double high, DType dtype) {
+  check_float(dtype, "uniform");
+  KILN_CHECK(low <= high, "uniform: expected low <= high, got low=", low, " high=", high);
+  trace::unsupported("uniform");
+  Tensor out = Tensor::empty(shape, kFloat32);
+  float *p = out.data_ptr<float>();
+  Generator &gen = default_generator();
+  for (int64_t i = 0; i < out.numel(); ++i)
+    p[i] = static_cast<float>(low + (high - low) * gen.next_uniform());
+  return dtype == kFloat32 ? out : out.to(dtype);
+}
+
+Tensor rand(const Shape &shape, DType dtype) { return uniform(shape, 0.0, 1.0, dtype); }
+
+}  // namespace kiln

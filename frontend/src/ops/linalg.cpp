@@ -1,0 +1,50 @@
+// matmul through the runtime's oneDNN sgemm.
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kiln/runtime/Gemm.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+
+namespace {
+
+runtime::MatrixView matrix_view(const Tensor &t) {
+  return runtime::MatrixView{reinterpret_cast<const float *>(kernels::storage_base(t)) + t.storage_offset(),
+                             t.size(0), t.size(1), t.stride(0), t.stride(1)};
+}
+
+Tensor matmul_2d(const Tensor &a, const Tensor &b) {
+  KILN_CHECK(a.size(1) == b.size(0), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied (", a.size(1), " != ", b.size(0), ")");
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, kFloat32);
+  runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1));
+  trace::record(ir::OpKind::Matmul, {a, b}, out);
+  if (autograd::any_requires_grad({a, b}))
+    autograd::record(out, "MmBackward", {a, b}, [a, b](const autograd::TensorList &g) -> autograd::TensorList {
+      return {g[0].matmul(b.t()), a.t().matmul(g[0])};
+    });
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor &a, const Tensor &b) {
+  KILN_CHECK(a.defined() && b.defined(), "matmul: operand is an undefined tensor");
+  KILN_CHECK(a.dim() >= 1 && a.dim() <= 2 && b.dim() >= 1 && b.dim() <= 2, "matmul: expected 1-D or 2-D operands, got shapes ",
+             shape_str(a.sizes()), " and ", shape_str(b.sizes()), " (batched matmul is not supported yet)");
+  KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "matmul: expected floating point operands, got ",
+             dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  const DType result = a.dtype() == b.dtype() ? a.dtype() : kFloat32;
+  Tensor x = a.to(kFloat32), y = b.to(kFloat32);
+  Tensor out;
+  if (x.dim() == 2 && y.dim() == 2) out = matmul_2d(x, y);
+  else if (x.dim() == 1 && y.dim() == 2) out = matmul_2d(x.unsqueeze(0), y).squeeze(0);
+  else if (x.dim() == 2 && y.dim() == 1) out = matmul_2d(x, y.unsqueeze(1)).squeeze(1);
+  else out = matmul_2d(x.unsqueeze(0), y.unsqueeze(1)).reshape({});
+  return result != kFloat32 ? out.to(result) : out;
+}
+
+Tensor Tensor::matmul(const Tensor &o) const { return kiln::matmul(*this, o); }
+
+}  // namespace kiln

@@ -1,0 +1,217 @@
+// Reductions: sum, mean, amax, argmax over any set of dims.
+#include <algorithm>
+#include <limits>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+namespace {
+
+using autograd::TensorList;
+
+/// Normalizes `dims` (empty = all) to sorted unique non-negative dims.
+Shape normalize_dims(const Tensor &a, const Shape &dims, const char *op) {
+  Shape out;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < a.dim(); ++i) out.push_back(i);
+    return out;
+  }
+  const int64_t n = std::max<int64_t>(a.dim(), 1);
+  for (int64_t d : dims) {
+    KILN_CHECK(d >= -n && d < n, op, ": dimension ", d, " out of range for a tensor of shape ",
+               shape_str(a.sizes()), " (expected ", -n, "..", n - 1, ")");
+    int64_t w = d < 0 ? d + n : d;
+    KILN_CHECK(std::find(out.begin(), out.end(), w) == out.end(), op, ": dim ", w, " appears twice in ",
+               shape_str(dims));
+    out.push_back(w);
+  }
+  if (a.dim() == 0) out.clear();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Result shape of reducing `dims` (keepdim keeps them as 1).
+Shape reduced_shape(const Shape &sizes, const Shape &dims, bool keepdim) {
+  Shape out;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    bool reduced = std::find(dims.begin(), dims.end(), i) != dims.end();
+    if (!reduced) out.push_back(sizes[i]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+/// Moves reduced dims last and makes the tensor contiguous, so each output
+/// element reduces one contiguous block of `inner` elements.
+Tensor reduction_layout(const Tensor &x, const Shape &dims, int64_t *inner) {
+  Shape perm;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) perm.push_back(i);
+  *inner = 1;
+  for (int64_t d : dims) {
+    perm.push_back(d);
+    *inner *= x.size(d);
+  }
+  NoGradGuard no_grad;
+  Tensor p = x.detach();
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+  if (!identity) {
+    // Build the permuted view directly: these are kernel internals, not traced ops.
+    auto impl = std::make_shared<TensorImpl>(*p.impl());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      impl->sizes[i] = x.sizes()[perm[i]];
+      impl->strides[i] = x.strides()[perm[i]];
+    }
+    p = Tensor(impl);
+  }
+  if (p.is_contiguous()) return p;
+  Tensor c = Tensor::empty(p.sizes(), p.dtype());
+  kernels::copy_into_contiguous(p, c);
+  return c;
+}
+
+/// Expands a reduced gradient back over the input shape.
+Tensor expand_reduced(const Tensor &g, const Shape &in_shape, const Shape &dims, bool keepdim) {
+  Tensor r = keepdim ? g : g.reshape(reduced_shape(in_shape, dims, true));
+  return r.expand(in_shape);
+}
+
+bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
+
+}  // namespace
+
+Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  KILN_CHECK(a.defined(), "sum: input is an undefined tensor");
+  if (is_half(a.dtype())) return sum(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
+  Shape dims = normalize_dims(a, dims_in, "sum");
+  const DType out_type = a.is_floating_point() ? kFloat32 : kInt64;
+  Tensor x = a.dtype() == kBool ? a.to(kInt64) : a;
+  int64_t inner = 1;
+  Tensor c = reduction_layout(x, dims, &inner);
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), out_type);
+  const int64_t outer = out.numel();
+  if (out_type == kFloat32) {
+    const float *p = c.data_ptr<float>();
+    float *o = out.data_ptr<float>();
+    for (int64_t i = 0; i < outer; ++i) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < inner; ++j) acc += p[i * inner + j];
+      o[i] = static_cast<float>(acc);
+    }
+  } else {
+    const int64_t *p = c.data_ptr<int64_t>();
+    int64_t *o = out.data_ptr<int64_t>();
+    for (int64_t i = 0; i < outer; ++i) {
+      int64_t acc = 0;
+      for (int64_t j = 0; j < inner; ++j) acc += p[i * inner + j];
+      o[i] = acc;
+    }
+  }
+  trace::Attrs attrs;
+  attrs.ints = dims;
+  attrs.keepdim = keepdim;
+  trace::record(ir::OpKind::ReduceSum, {x}, out, attrs);
+  if (autograd::any_requires_grad({x})) {
+    Shape in_shape = a.sizes();
+    autograd::record(out, "SumBackward", {x}, [in_shape, dims, keepdim](const TensorList &g) -> TensorList {
+      return {expand_reduced(g[0], in_shape, dims, keepdim)};
+    });
+  }
+  return out;
+}
+
+Tensor mean(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  KILN_CHECK(a.defined(), "mean: input is an undefined tensor");
+  KILN_CHECK(a.is_floating_point(), "mean: expected a floating point input, got ", dtype_name(a.dtype()),
+             "; convert with .to(kiln::kFloat32)");
+  Shape dims = normalize_dims(a, dims_in, "mean");
+  int64_t count = 1;
+  for (int64_t d : dims) count *= a.size(d);
+  return sum(a, dims, keepdim) * (1.0 / static_cast<double>(count));
+}
+
+Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  KILN_CHECK(a.defined(), "amax: input is an undefined tensor");
+  if (is_half(a.dtype())) return amax(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
+  Shape dims = normalize_dims(a, dims_in, "amax");
+  for (int64_t d : dims)
+    KILN_CHECK(a.size(d) > 0, "amax: cannot reduce over zero-size dimension ", d, " of shape ",
+               shape_str(a.sizes()));
+  KILN_CHECK(a.dtype() != kBool, "amax: bool input is not supported; convert with .to() first");
+  int64_t inner = 1;
+  Tensor c = reduction_layout(a, dims, &inner);
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), a.dtype());
+  const int64_t outer = out.numel();
+  if (a.dtype() == kFloat32) {
+    const float *p = c.data_ptr<float>();
+    float *o = out.data_ptr<float>();
+    for (int64_t i = 0; i < outer; ++i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < inner; ++j) m = std::max(m, p[i * inner + j]);
+      o[i] = m;
+    }
+  } else {
+    const int64_t *p = c.data_ptr<int64_t>();
+    int64_t *o = out.data_ptr<int64_t>();
+    for (int64_t i = 0; i < outer; ++i) {
+      int64_t m = std::numeric_limits<int64_t>::min();
+      for (int64_t j = 0; j < inner; ++j) m = std::max(m, p[i * inner + j]);
+      o[i] = m;
+    }
+  }
+  trace::Attrs attrs;
+  attrs.ints = dims;
+  attrs.keepdim = keepdim;
+  trace::record(ir::OpKind::ReduceMax, {a}, out, attrs);
+  if (autograd::any_requires_grad({a})) {
+    Tensor saved_out = out.detach();
+    Shape in_shape = a.sizes();
+    autograd::record(out, "AmaxBackward", {a},
+                     [a, saved_out, in_shape, dims, keepdim](const TensorList &g) -> TensorList {
+                       // Ties share the gradient evenly (as torch.amax).
+                       Tensor mask = eq(a, expand_reduced(saved_out, in_shape, dims, keepdim)).to(kFloat32);
+                       Tensor count = sum(mask, dims, /*keepdim=*/true);
+                       Tensor share = expand_reduced(g[0], in_shape, dims, keepdim) / count.expand(in_shape);
+                       return {share * mask};
+                     });
+  }
+  return out;
+}
+
+Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) {
+  KILN_CHECK(a.defined(), "argmax: input is an undefined tensor");
+  KILN_CHECK(a.dim() > 0, "argmax: expected a tensor with at least 1 dimension, got a 0-d tensor");
+  trace::unsupported("argmax");
+  Shape dims = normalize_dims(a, {dim}, "argmax");
+  KILN_CHECK(a.size(dims[0]) > 0, "argmax: cannot reduce over zero-size dimension ", dims[0]);
+  Tensor x;
+  {
+    NoGradGuard no_grad;
+    x = a.to(kFloat32).detach();
+  }
+  int64_t inner = 1;
+  Tensor c = reduction_layout(x, dims, &inner);
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64);
+  const float *p = c.data_ptr<float>();
+  int64_t *o = out.data_ptr<int64_t>();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < inner; ++j)
+      if (p[i * inner + j] > p[i * inner + best]) best = j;
+    o[i] = best;
+  }
+  return out;
+}
+
+Tensor Tensor::sum() const { return kiln::sum(*this); }
+Tensor Tensor::sum(const Shape &dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return kiln::mean(*this); }
+Tensor Tensor::mean(const Shape &dims, bool keepdim) const { return kiln::mean(*this, dims, keepdim); }
+Tensor Tensor::amax(const Shape &dims, bool keepdim) const { return kiln::amax(*this, dims, keepdim); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return kiln::argmax(*this, dim, keepdim); }
+
+}  // namespace kiln

@@ -1,0 +1,277 @@
+// Tensor metadata, element access, printing and in-place updates.
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kiln/tensor.h"
+#include "ops/kernels.h"
+#include "trace.h"
+
+namespace kiln {
+
+std::string shape_str(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+Shape contiguous_strides(const Shape &sizes) {
+  Shape strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+int64_t numel_of(const Shape &sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+Tensor Tensor::empty(const Shape &sizes, DType dtype, Device device) {
+  KILN_CHECK(device.is_cpu(), "empty: device ", device.str(),
+             " is not available in this build; expected cpu");
+  for (int64_t s : sizes) KILN_CHECK(s >= 0, "empty: negative size in shape ", shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = runtime::Buffer::make(static_cast<size_t>(numel_of(sizes)) * itemsize(dtype));
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+const TensorImpl &Tensor::checked() const {
+  KILN_CHECK(impl_ != nullptr, "Tensor: operation on an undefined tensor");
+  return *impl_;
+}
+
+static int64_t wrap_dim(int64_t d, int64_t ndim, const char *op) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  KILN_CHECK(d >= -n && d < n, op, ": dimension ", d, " out of range for a ", ndim,
+             "-d tensor (expected ", -n, "..", n - 1, ")");
+  return d < 0 ? d + n : d;
+}
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  const auto &s = sizes();
+  const auto &st = strides();
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (s[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+template <class T> static constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return kFloat32; }
+template <> constexpr DType dtype_of<int64_t>() { return kInt64; }
+template <> constexpr DType dtype_of<uint8_t>() { return kBool; }
+template <> constexpr DType dtype_of<uint16_t>() { return kFloat16; }
+
+template <class T> T *Tensor::data_ptr() const {
+  KILN_CHECK(dtype() == dtype_of<T>() ||
+                 (std::is_same_v<T, uint16_t> && (dtype() == kFloat16 || dtype() == kBFloat16)),
+             "data_ptr: tensor has dtype ", dtype_name(dtype()), ", requested ",
+             dtype_name(dtype_of<T>()));
+  return reinterpret_cast<T *>(raw_data());
+}
+template float *Tensor::data_ptr<float>() const;
+template int64_t *Tensor::data_ptr<int64_t>() const;
+template uint8_t *Tensor::data_ptr<uint8_t>() const;
+template uint16_t *Tensor::data_ptr<uint16_t>() const;
+
+void *Tensor::raw_data() const {
+  const auto &i = checked();
+  return static_cast<char *>(i.storage->data()) + i.offset * static_cast<int64_t>(itemsize(i.dtype));
+}
+
+double Tensor::item() const {
+  KILN_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
+             ") cannot be converted to a scalar; expected exactly 1 element");
+  trace::unsupported("item");
+  return kernels::load_as_double(kernels::storage_base(*this), dtype(), storage_offset());
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(numel()));
+  const char *base = kernels::storage_base(*this);
+  const DType t = dtype();
+  kernels::for_each_row<1>(sizes(), {&strides()}, {storage_offset()},
+                           [&](std::array<int64_t, 1> off, int64_t n, std::array<int64_t, 1> st) {
+                             for (int64_t i = 0; i < n; ++i)
+                               out.push_back(static_cast<T>(kernels::load_as_double(base, t, off[0] + i * st[0])));
+                           });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+// ---- autograd accessors -----------------------------------------------------
+
+bool Tensor::requires_grad() const {
+  const auto &a = checked().autograd;
+  return a.requires_grad || a.grad_fn != nullptr;
+}
+
+Tensor &Tensor::requires_grad_(bool requires_grad) {
+  KILN_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad; this tensor has grad_fn ",
+             grad_fn()->name(), ". Use detach() to get a leaf");
+  KILN_CHECK(!requires_grad || is_floating_point(), "requires_grad_: only floating point tensors can require "
+             "gradients, got dtype ", dtype_name(dtype()));
+  impl_->autograd.requires_grad = requires_grad;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const auto &g = checked().autograd.grad;
+  return g ? *g : Tensor();
+}
+
+void Tensor::set_grad(const Tensor &g) const {
+  checked();
+  if (!g.defined()) {
+    impl_->autograd.grad.reset();
+    return;
+  }
+  KILN_CHECK(g.sizes() == sizes(), "set_grad: gradient shape ", shape_str(g.sizes()),
+             " does not match tensor shape ", shape_str(sizes()));
+  impl_->autograd.grad = std::make_shared<Tensor>(g);
+}
+
+void Tensor::backward(const Tensor &gradient) const {
+  KILN_CHECK(requires_grad(), "backward: tensor does not require grad and has no grad_fn; did you call "
+             "requires_grad_() on the parameters or run under NoGradGuard?");
+  Tensor g = gradient;
+  if (!g.defined()) {
+    KILN_CHECK(numel() == 1, "backward: grad can be implicitly created only for scalar outputs; got shape ",
+               shape_str(sizes()), ". Pass a gradient tensor of that shape");
+    g = ones_like(*this);
+  }
+  KILN_CHECK(g.sizes() == sizes(), "backward: gradient shape ", shape_str(g.sizes()),
+             " does not match output shape ", shape_str(sizes()));
+  autograd::backward({*this}, {g});
+}
+
+Tensor Tensor::detach() const {
+  const auto &i = checked();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = i.storage;
+  impl->sizes = i.sizes;
+  impl->strides = i.strides;
+  impl->offset = i.offset;
+  impl->dtype = i.dtype;
+  impl->device = i.device;
+  Tensor out(std::move(impl));
+  trace::alias(*this, out);
+  return out;
+}
+
+// ---- printing -----------------------------------------------------------------
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  std::ostringstream os;
+  os << "tensor(";
+  auto v = to_vector<double>();
+  const size_t limit = 20;
+  os << "[";
+  for (size_t i = 0; i < v.size() && i < limit; ++i) os << (i ? ", " : "") << std::setprecision(6) << v[i];
+  if (v.size() > limit) os << ", ...";
+  os << "], shape=" << shape_str(sizes()) << ", dtype=" << dtype_name(dtype());
+  if (requires_grad()) os << ", requires_grad=true";
+  os << ")";
+  return os.str();
+}
+
+std::ostream &operator<<(std::ostream &os, const Tensor &t) { return os << t.str(); }
+
+// ---- in-place updates (no autograd: refuse tensors that need grad) -------------
+
+static void check_inplace(const Tensor &t, const char *op) {
+  KILN_CHECK(!(autograd::GradMode::is_enabled() && t.requires_grad()), op,
+             ": in-place update of a tensor that requires grad; wrap it in kiln::NoGradGuard "
+             "(as optimizers do) or use the out-of-place op");
+  trace::unsupported(op);
+}
+
+/// Applies f(double current, double other) -> double elementwise in place.
+template <class F> static void inplace_apply(Tensor &t, const Tensor *other, F f) {
+  Tensor o;
+  if (other) o = other->expand(t.sizes());
+  char *base = kernels::storage_base(t);
+  const DType dt = t.dtype();
+  if (dt == kFloat32 && (!other || o.dtype() == kFloat32)) {
+    float *p = reinterpret_cast<float *>(base);
+    const float *q = other ? reinterpret_cast<const float *>(kernels::storage_base(o)) : nullptr;
+    const Shape zero(t.dim(), 0);
+    kernels::for_each_row<2>(t.sizes(), {&t.strides(), other ? &o.strides() : &zero},
+                             {t.storage_offset(), other ? o.storage_offset() : 0},
+                             [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                               for (int64_t i = 0; i < n; ++i) {
+                                 float &x = p[off[0] + i * st[0]];
+                                 x = static_cast<float>(f(x, q ? q[off[1] + i * st[1]] : 0.0f));
+                               }
+                             });
+    return;
+  }
+  const char *obase = other ? kernels::storage_base(o) : nullptr;
+  const Shape zero(t.dim(), 0);
+  kernels::for_each_row<2>(t.sizes(), {&t.strides(), other ? &o.strides() : &zero},
+                           {t.storage_offset(), other ? o.storage_offset() : 0},
+                           [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                             for (int64_t i = 0; i < n; ++i) {
+                               int64_t a = off[0] + i * st[0];
+                               double y = obase ? kernels::load_as_double(obase, o.dtype(), off[1] + i * st[1]) : 0.0;
+                               kernels::store_from_double(base, dt, a, f(kernels::load_as_double(base, dt, a), y));
+                             }
+                           });
+}
+
+Tensor &Tensor::zero_() { return fill_(0.0); }
+
+Tensor &Tensor::fill_(double value) {
+  check_inplace(*this, "fill_");
+  inplace_apply(*this, nullptr, [value](double, double) { return value; });
+  return *this;
+}
+
+Tensor &Tensor::copy_(const Tensor &src) {
+  check_inplace(*this, "copy_");
+  KILN_CHECK(src.defined(), "copy_: source tensor is undefined");
+  broadcast_shapes(sizes(), src.sizes(), "copy_");
+  KILN_CHECK(broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), "copy_: source shape ",
+             shape_str(src.sizes()), " cannot be broadcast to destination shape ", shape_str(sizes()));
+  inplace_apply(*this, &src, [](double, double y) { return y; });
+  return *this;
+}
+
+Tensor &Tensor::add_(const Tensor &other, double alpha) {
+  check_inplace(*this, "add_");
+  KILN_CHECK(broadcast_shapes(sizes(), other.sizes(), "add_") == sizes(), "add_: shape ",
+             shape_str(other.sizes()), " cannot be broadcast to ", shape_str(sizes()));
+  inplace_apply(*this, &other, [alpha](double x, double y) { return x + alpha * y; });
+  return *this;
+}
+
+Tensor &Tensor::mul_(double value) {
+  check_inplace(*this, "mul_");
+  inplace_apply(*this, nullptr, [value](double x, double) { return x * value; });
+  return *this;
+}
+
+}  // namespace kiln
