@@ -1,0 +1,193 @@
+// func @forward / @backward -> runtime::LaunchExecutable.
+#include "CpuBackend.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::codegen::cpu {
+
+using namespace mlir;
+
+FailureOr<DType> dtypeOf(Type element) {
+  if (element.isF32())
+    return DType::Float32;
+  if (element.isF16())
+    return DType::Float16;
+  if (element.isBF16())
+    return DType::BFloat16;
+  if (element.isInteger(64))
+    return DType::Int64;
+  if (element.isInteger(1))
+    return DType::Bool;
+  return failure();
+}
+
+namespace {
+
+std::string opName(Operation *op) { return op->getName().getStringRef().str(); }
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return os.str();
+}
+
+/// Walks one function and records its launches in a Builder.
+class ExecutableBuilder {
+public:
+  ExecutableBuilder(const KernelLibrary &library, std::string *error) : library(library), error(error) {}
+
+  std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    for (BlockArgument arg : entry.getArguments()) {
+      auto type = slotType(arg.getType(), func);
+      if (failed(type))
+        return nullptr;
+      slots[arg] = builder.addInput(type->sizes, type->dtype);
+    }
+    for (Operation &op : entry) {
+      if (failed(addOp(&op)))
+        return nullptr;
+    }
+    std::string message;
+    auto exe = builder.finish(&message);
+    if (!exe) {
+      report(func, "building the launch list failed: " + message);
+      return nullptr;
+    }
+    return exe;
+  }
+
+  void keepAlive(std::shared_ptr<const void> owner) { builder.keepAlive(std::move(owner)); }
+
+private:
+  /// Keeps the first error: "codegen @forward: kiln.foo: message".
+  void report(Operation *op, const std::string &message) {
+    if (!error || !error->empty())
+      return;
+    auto func = dyn_cast<func::FuncOp>(op);
+    if (!func)
+      func = op->getParentOfType<func::FuncOp>();
+    *error = "codegen @" + (func ? func.getName().str() : std::string("?")) + ": " + opName(op) + ": " + message;
+  }
+  LogicalResult fail(Operation *op, const std::string &message) {
+    report(op, message);
+    return failure();
+  }
+
+  FailureOr<runtime::SlotType> slotType(Type type, Operation *where) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape())
+      return report(where, "expected a statically shaped tensor, got " + typeString(type)), failure();
+    auto dtype = dtypeOf(tensor.getElementType());
+    if (failed(dtype))
+      return report(where, "unsupported element type " + typeString(tensor.getElementType())), failure();
+    return runtime::SlotType{std::vector<int64_t>(tensor.getShape().begin(), tensor.getShape().end()), *dtype};
+  }
+
+  FailureOr<int> slotOf(Value v, Operation *user) {
+    auto it = slots.find(v);
+    if (it == slots.end())
+      return report(user, "operand defined by an unsupported op"), failure();
+    return it->second;
+  }
+
+  LogicalResult addOp(Operation *op) {
+    return TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](ir::FusionOp fusion) { return addFusion(fusion); })
+        .Case([&](ir::MatmulOp matmul) -> LogicalResult {
+          auto type = cast<RankedTensorType>(matmul.getType());
+          if (!type.getElementType().isF32())
+            return fail(op, "only f32 matmul runs on the CPU (got " + typeString(type) + ")");
+          auto a = slotOf(matmul.getLhs(), op), b = slotOf(matmul.getRhs(), op);
+          if (failed(a) || failed(b))
+            return failure();
+          return record(matmul.getResult(), builder.addGemm(*a, *b), op);
+        })
+        .Case([&](ir::TransposeOp t) -> LogicalResult {
+          auto in = slotOf(t.getInput(), op);
+          if (failed(in))
+            return failure();
+          ArrayRef<int64_t> perm = t.getPermutation();
+          return record(t.getResult(), builder.addTranspose(*in, {perm.begin(), perm.end()}), op);
+        })
+        .Case([&](ir::BroadcastOp bc) -> LogicalResult {
+          auto in = slotOf(bc.getInput(), op);
+          if (failed(in))
+            return failure();
+          ArrayRef<int64_t> shape = bc.getType().getShape();
+          return record(bc.getResult(), builder.addBroadcast(*in, {shape.begin(), shape.end()}), op);
+        })
+        .Case([&](ir::ReshapeOp r) -> LogicalResult {
+          auto in = slotOf(r.getInput(), op);
+          if (failed(in))
+            return failure();
+          ArrayRef<int64_t> shape = r.getType().getShape();
+          return record(r.getResult(), builder.addReshape(*in, {shape.begin(), shape.end()}), op);
+        })
+        .Case([&](func::ReturnOp ret) -> LogicalResult {
+          std::vector<int> outs;
+          for (Value v : ret.getOperands()) {
+            auto s = slotOf(v, op);
+            if (failed(s))
+              return failure();
+            outs.push_back(*s);
+          }
+          builder.setOutputs(std::move(outs));
+          return success();
+        })
+        .Default([&](Operation *) { return fail(op, "not supported outside a kiln.fusion by the CPU backend"); });
+  }
+
+  LogicalResult addFusion(ir::FusionOp fusion) {
+    std::string message;
+    runtime::PackedKernel fn = library.lookup(fusion.getKernel().str(), &message);
+    if (!fn)
+      return fail(fusion, message);
+    std::vector<int> operands;
+    for (Value v : fusion.getInputs()) {
+      auto s = slotOf(v, fusion);
+      if (failed(s))
+        return failure();
+      operands.push_back(*s);
+    }
+    std::vector<runtime::SlotType> results;
+    for (Value r : fusion.getResults()) {
+      auto t = slotType(r.getType(), fusion);
+      if (failed(t))
+        return failure();
+      results.push_back(*t);
+    }
+    std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results));
+    if (out.size() != fusion.getNumResults())
+      return fail(fusion, builder.error());
+    for (auto [r, s] : llvm::zip(fusion.getResults(), out))
+      slots[r] = s;
+    return success();
+  }
+
+  LogicalResult record(Value result, int slot, Operation *op) {
+    if (slot < 0)
+      return fail(op, builder.error());
+    slots[result] = slot;
+    return success();
+  }
+
+  const KernelLibrary &library;
+  std::string *error;
+  runtime::LaunchExecutable::Builder builder;
+  llvm::DenseMap<Value, int> slots;
+};
+
+} // namespace
+
+std::shared_ptr<runtime::LaunchExecutable>
+buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
+  ExecutableBuilder b(*library, error);
+  b.keepAlive(library);
+  return b.build(func);
+}
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,392 @@
+// kiln.fusion -> func.func @<kernel> with a linalg-on-tensors body.
+//
+// Each kiln op in the fusion body becomes one linalg op on tensors
+// (linalg.generic for elementwise ops and constants, linalg.fill +
+// linalg.generic with reduction iterators for reductions). Fusing those
+// generics into loop nests is left to linalg's elementwise fusion in
+// lowerKernelsToLLVM, so this file stays a one-op-at-a-time translation.
+#include "CpuBackend.h"
+
+#include <cmath>
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace kiln::codegen::cpu {
+
+using namespace mlir;
+
+namespace {
+
+/// i1 is stored as one byte per element; everything else as itself.
+Type storageElementType(Type element) {
+  if (element.isInteger(1))
+    return IntegerType::get(element.getContext(), 8);
+  return element;
+}
+
+/// The memref type of a kernel operand: static shape, any strides/offset.
+MemRefType operandMemRefType(RankedTensorType type) {
+  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+  auto layout = StridedLayoutAttr::get(type.getContext(), ShapedType::kDynamic, strides);
+  return MemRefType::get(type.getShape(), storageElementType(type.getElementType()), layout);
+}
+
+/// The memref type of a kernel result: static shape, contiguous.
+MemRefType resultMemRefType(RankedTensorType type) {
+  return MemRefType::get(type.getShape(), storageElementType(type.getElementType()));
+}
+
+using ScalarBody = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// Emits kiln ops of one fusion body as linalg ops on tensors.
+class KernelEmitter {
+public:
+  KernelEmitter(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
+
+  /// A linalg.generic over `resultType`'s shape, all loops parallel, all
+  /// operands and the result indexed by the identity map.
+  Value elementwise(RankedTensorType resultType, ValueRange inputs, ScalarBody body) {
+    MLIRContext *ctx = b.getContext();
+    AffineMap id = AffineMap::getMultiDimIdentityMap(resultType.getRank(), ctx);
+    SmallVector<AffineMap> maps(inputs.size() + 1, id);
+    SmallVector<utils::IteratorType> iterators(resultType.getRank(), utils::IteratorType::parallel);
+    Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType());
+    auto generic = b.create<linalg::GenericOp>(loc, TypeRange{resultType}, inputs, ValueRange{init}, maps, iterators,
+                                               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                                                 Value r = body(nb, nl, args.drop_back());
+                                                 nb.create<linalg::YieldOp>(nl, r);
+                                               });
+    return generic.getResult(0);
+  }
+
+  /// Reduces `input` over `dims` with `combine(element, accumulator)`
+  /// starting from `identity`; the result drops the reduced dims.
+  Value reduction(Value input, ArrayRef<int64_t> dims, RankedTensorType resultType, TypedAttr identity,
+                  ScalarBody combine) {
+    MLIRContext *ctx = b.getContext();
+    auto inputType = cast<RankedTensorType>(input.getType());
+    const int64_t rank = inputType.getRank();
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    SmallVector<AffineExpr> kept;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (llvm::is_contained(dims, d))
+        iterators[d] = utils::IteratorType::reduction;
+      else
+        kept.push_back(getAffineDimExpr(d, ctx));
+    }
+    SmallVector<AffineMap> maps = {AffineMap::getMultiDimIdentityMap(rank, ctx), AffineMap::get(rank, 0, kept, ctx)};
+    Value empty = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType());
+    Value start = b.create<arith::ConstantOp>(loc, identity);
+    Value init = b.create<linalg::FillOp>(loc, ValueRange{start}, ValueRange{empty}).getResult(0);
+    auto generic = b.create<linalg::GenericOp>(
+        loc, TypeRange{resultType}, ValueRange{input}, ValueRange{init}, maps, iterators,
+        [&](OpBuilder &nb, Location nl, ValueRange args) { nb.create<linalg::YieldOp>(nl, combine(nb, nl, args)); });
+    return generic.getResult(0);
+  }
+
+  /// Translates one body op; `operands` are the already-translated tensors.
+  FailureOr<Value> emit(Operation *op, ValueRange operands) {
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    Type element = resultType.getElementType();
+    bool isFloat = isa<FloatType>(element);
+    auto binary = [&](auto floatOp, auto intOp) -> Value {
+      using FloatOp = decltype(floatOp);
+      using IntOp = decltype(intOp);
+      return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+        if (isFloat)
+          return nb.create<FloatOp>(nl, a[0], a[1]);
+        return nb.create<IntOp>(nl, a[0], a[1]);
+      });
+    };
+    auto unary = [&](auto build) -> Value {
+      return elementwise(resultType, operands,
+                         [&](OpBuilder &nb, Location nl, ValueRange a) { return build(nb, nl, a[0]); });
+    };
+    return TypeSwitch<Operation *, FailureOr<Value>>(op)
+        .Case([&](ir::ConstantOp c) -> FailureOr<Value> {
+          TypedAttr value = scalarAttr(element, c.getValue().convertToDouble());
+          return elementwise(resultType, {}, [&](OpBuilder &nb, Location nl, ValueRange) -> Value {
+            return nb.create<arith::ConstantOp>(nl, value);
+          });
+        })
+        .Case([&](ir::AddOp) { return binary(arith::AddFOp(), arith::AddIOp()); })
+        .Case([&](ir::SubOp) { return binary(arith::SubFOp(), arith::SubIOp()); })
+        .Case([&](ir::MulOp) { return binary(arith::MulFOp(), arith::MulIOp()); })
+        .Case([&](ir::DivOp) { return binary(arith::DivFOp(), arith::DivSIOp()); })
+        .Case([&](ir::NegOp) {
+          return unary([&](OpBuilder &nb, Location nl, Value x) -> Value {
+            if (isFloat)
+              return nb.create<arith::NegFOp>(nl, x);
+            Value zero = nb.create<arith::ConstantOp>(nl, nb.getIntegerAttr(element, 0));
+            return nb.create<arith::SubIOp>(nl, zero, x);
+          });
+        })
+        .Case([&](ir::ExpOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::ExpOp>(nl, x); });
+        })
+        .Case([&](ir::LogOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::LogOp>(nl, x); });
+        })
+        .Case([&](ir::ReluOp) {
+          // maximumf propagates NaN, like torch.relu.
+          return unary([&](OpBuilder &nb, Location nl, Value x) -> Value {
+            Value zero = nb.create<arith::ConstantOp>(nl, scalarAttr(element, 0.0));
+            if (isFloat)
+              return nb.create<arith::MaximumFOp>(nl, x, zero);
+            return nb.create<arith::MaxSIOp>(nl, x, zero);
+          });
+        })
+        .Case([&](ir::CompareOp c) -> FailureOr<Value> {
+          ir::ComparePredicate predicate = c.getPredicate();
+          Type operandElement = cast<RankedTensorType>(c.getLhs().getType()).getElementType();
+          return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) {
+            return compare(nb, nl, predicate, operandElement, a[0], a[1]);
+          });
+        })
+        .Case([&](ir::SelectOp) {
+          return elementwise(resultType, operands, [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+            return nb.create<arith::SelectOp>(nl, a[0], a[1], a[2]);
+          });
+        })
+        .Case([&](ir::ConvertOp c) -> FailureOr<Value> {
+          Type from = cast<RankedTensorType>(c.getInput().getType()).getElementType();
+          if (from == element)
+            return operands[0];
+          return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) {
+            return convertScalar(nb, nl, a[0], from, element);
+          });
+        })
+        .Case([&](ir::ReduceSumOp r) -> FailureOr<Value> {
+          return reduction(operands[0], r.getDims(), resultType, scalarAttr(element, 0.0),
+                           [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                             // reassoc lets LLVM vectorize the sum (the
+                             // order of additions changes, as in PyTorch).
+                             if (isFloat)
+                               return nb.create<arith::AddFOp>(nl, a[0], a[1], arith::FastMathFlags::reassoc);
+                             return nb.create<arith::AddIOp>(nl, a[0], a[1]);
+                           });
+        })
+        .Case([&](ir::ReduceMaxOp r) -> FailureOr<Value> {
+          TypedAttr lowest =
+              isFloat ? TypedAttr(b.getFloatAttr(element, -INFINITY))
+                      : TypedAttr(b.getIntegerAttr(element, APInt::getSignedMinValue(element.getIntOrFloatBitWidth())));
+          return reduction(operands[0], r.getDims(), resultType, lowest,
+                           [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                             if (isFloat)
+                               return nb.create<arith::MaximumFOp>(nl, a[0], a[1]);
+                             return nb.create<arith::MaxSIOp>(nl, a[0], a[1]);
+                           });
+        })
+        .Default([&](Operation *other) -> FailureOr<Value> {
+          return other->emitOpError("cannot be lowered inside a kiln.fusion by the CPU backend");
+        });
+  }
+
+  /// A scalar attribute of `type` holding `value` (i1: value != 0).
+  TypedAttr scalarAttr(Type type, double value) {
+    if (isa<FloatType>(type))
+      return b.getFloatAttr(type, value);
+    if (type.isInteger(1))
+      return b.getIntegerAttr(type, value != 0.0 ? 1 : 0);
+    return b.getIntegerAttr(type, static_cast<int64_t>(value));
+  }
+
+  /// i8 storage -> i1 (nonzero is true).
+  Value loadBool(Value bytes) {
+    auto type = cast<RankedTensorType>(bytes.getType());
+    return elementwise(type.clone(b.getI1Type()), {bytes}, [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+      Value zero = nb.create<arith::ConstantOp>(nl, nb.getI8IntegerAttr(0));
+      return nb.create<arith::CmpIOp>(nl, arith::CmpIPredicate::ne, a[0], zero);
+    });
+  }
+
+  /// i1 -> i8 storage (0 or 1).
+  Value storeBool(Value bits) {
+    auto type = cast<RankedTensorType>(bits.getType());
+    return elementwise(type.clone(b.getI8Type()), {bits}, [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+      return nb.create<arith::ExtUIOp>(nl, nb.getI8Type(), a[0]);
+    });
+  }
+
+  /// A copy of `value` in a fresh tensor (so it can be materialized into a
+  /// second destination, or when it is a kernel argument).
+  Value copy(Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    return elementwise(type, {value}, [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+  }
+
+private:
+  static Value compare(OpBuilder &nb, Location nl, ir::ComparePredicate p, Type element, Value x, Value y) {
+    if (isa<FloatType>(element)) {
+      // Ordered predicates, except ne (true when either is NaN, like torch).
+      arith::CmpFPredicate fp = arith::CmpFPredicate::OEQ;
+      switch (p) {
+      case ir::ComparePredicate::eq:
+        fp = arith::CmpFPredicate::OEQ;
+        break;
+      case ir::ComparePredicate::ne:
+        fp = arith::CmpFPredicate::UNE;
+        break;
+      case ir::ComparePredicate::lt:
+        fp = arith::CmpFPredicate::OLT;
+        break;
+      case ir::ComparePredicate::le:
+        fp = arith::CmpFPredicate::OLE;
+        break;
+      case ir::ComparePredicate::gt:
+        fp = arith::CmpFPredicate::OGT;
+        break;
+      case ir::ComparePredicate::ge:
+        fp = arith::CmpFPredicate::OGE;
+        break;
+      }
+      return nb.create<arith::CmpFOp>(nl, fp, x, y);
+    }
+    // Signed for integers; bools compare as unsigned (false < true).
+    bool isBool = element.isInteger(1);
+    arith::CmpIPredicate ip = arith::CmpIPredicate::eq;
+    switch (p) {
+    case ir::ComparePredicate::eq:
+      ip = arith::CmpIPredicate::eq;
+      break;
+    case ir::ComparePredicate::ne:
+      ip = arith::CmpIPredicate::ne;
+      break;
+    case ir::ComparePredicate::lt:
+      ip = isBool ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt;
+      break;
+    case ir::ComparePredicate::le:
+      ip = isBool ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle;
+      break;
+    case ir::ComparePredicate::gt:
+      ip = isBool ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt;
+      break;
+    case ir::ComparePredicate::ge:
+      ip = isBool ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge;
+      break;
+    }
+    return nb.create<arith::CmpIOp>(nl, ip, x, y);
+  }
+
+  /// Element cast with kiln.convert's semantics.
+  static Value convertScalar(OpBuilder &nb, Location nl, Value v, Type from, Type to) {
+    bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);
+    bool fromBool = from.isInteger(1), toBool = to.isInteger(1);
+    if (fromFloat && toFloat) {
+      unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+      if (fw == tw) { // f16 <-> bf16 through f32
+        Value wide = nb.create<arith::ExtFOp>(nl, nb.getF32Type(), v);
+        return nb.create<arith::TruncFOp>(nl, to, wide);
+      }
+      if (fw < tw)
+        return nb.create<arith::ExtFOp>(nl, to, v);
+      return nb.create<arith::TruncFOp>(nl, to, v);
+    }
+    if (fromFloat && toBool) {
+      Value zero = nb.create<arith::ConstantOp>(nl, nb.getFloatAttr(from, 0.0));
+      return nb.create<arith::CmpFOp>(nl, arith::CmpFPredicate::UNE, v, zero);
+    }
+    if (fromFloat)
+      return nb.create<arith::FPToSIOp>(nl, to, v);
+    if (toFloat) {
+      if (fromBool)
+        return nb.create<arith::UIToFPOp>(nl, to, v);
+      return nb.create<arith::SIToFPOp>(nl, to, v);
+    }
+    if (toBool) {
+      Value zero = nb.create<arith::ConstantOp>(nl, nb.getIntegerAttr(from, 0));
+      return nb.create<arith::CmpIOp>(nl, arith::CmpIPredicate::ne, v, zero);
+    }
+    unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+    if (fw < tw) {
+      if (fromBool)
+        return nb.create<arith::ExtUIOp>(nl, to, v);
+      return nb.create<arith::ExtSIOp>(nl, to, v);
+    }
+    return nb.create<arith::TruncIOp>(nl, to, v);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+} // namespace
+
+LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
+  MLIRContext *ctx = fusion.getContext();
+  Location loc = fusion.getLoc();
+  Block &body = fusion.getBodyBlock();
+
+  SmallVector<Type> argTypes;
+  for (Value operand : fusion.getInputs()) {
+    auto type = dyn_cast<RankedTensorType>(operand.getType());
+    if (!type || !type.hasStaticShape())
+      return fusion.emitOpError("operands must be statically shaped tensors");
+    argTypes.push_back(operandMemRefType(type));
+  }
+  for (Value result : fusion.getResults())
+    argTypes.push_back(resultMemRefType(cast<RankedTensorType>(result.getType())));
+
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(kernels.getBody());
+  auto func = b.create<func::FuncOp>(loc, fusion.getKernel(), FunctionType::get(ctx, argTypes, {}));
+  // Kernel arguments never overlap a written one (the runtime's memory plan
+  // gives each result its own memory), so all pointers are noalias: LLVM can
+  // keep accumulators in registers and vectorize without runtime checks.
+  for (unsigned i = 0; i < argTypes.size(); ++i)
+    func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  KernelEmitter emitter(b, loc);
+
+  // Operands: read-only tensors over the argument memrefs.
+  IRMapping values;
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    Value tensor = b.create<bufferization::ToTensorOp>(loc, entry->getArgument(i),
+                                                       /*restrict=*/true, /*writable=*/false);
+    if (cast<RankedTensorType>(arg.getType()).getElementType().isInteger(1))
+      tensor = emitter.loadBool(tensor);
+    values.map(arg, tensor);
+  }
+
+  // Body ops, in order.
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumResults() != 1)
+      return op.emitOpError("expected one result inside a kiln.fusion");
+    SmallVector<Value> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(values.lookup(v));
+    FailureOr<Value> result = emitter.emit(&op, operands);
+    if (failed(result))
+      return failure();
+    values.map(op.getResult(0), *result);
+  }
+
+  // Results: each written into its destination argument. A value that is a
+  // kernel argument, or already written elsewhere, is copied first.
+  llvm::DenseSet<Value> written;
+  const unsigned numInputs = fusion.getInputs().size();
+  for (auto [j, yielded] : llvm::enumerate(fusion.getYield()->getOperands())) {
+    Value tensor = values.lookup(yielded);
+    if (!tensor.getDefiningOp<linalg::GenericOp>() || written.contains(tensor))
+      tensor = emitter.copy(tensor);
+    written.insert(tensor);
+    if (cast<RankedTensorType>(tensor.getType()).getElementType().isInteger(1))
+      tensor = emitter.storeBool(tensor);
+    b.create<bufferization::MaterializeInDestinationOp>(loc, /*result=*/Type(), tensor,
+                                                        entry->getArgument(numInputs + j),
+                                                        /*restrict=*/true, /*writable=*/true);
+  }
+  b.create<func::ReturnOp>(loc);
+  return success();
+}
+
+} // namespace kiln::codegen::cpu

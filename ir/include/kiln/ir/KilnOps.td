@@ -1,0 +1,311 @@
+//===- KilnOps.td - kiln dialect operations ----------------*- tablegen -*-===//
+//
+// Op names are fixed: frontend, passes and codegen depend on them.
+// All ops are Pure so that CSE and DCE apply.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_IR_KILNOPS_TD
+#define KILN_IR_KILNOPS_TD
+
+include "kiln/ir/KilnDialect.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Constant
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure]> {
+  let summary = "splat tensor constant";
+  let description = [{
+    A tensor whose every element is `value`. The value is stored as f64 and
+    converted to the result element type (integer and i1 results need an
+    integral value; i1 needs 0 or 1).
+
+    ```mlir
+    %0 = kiln.constant 0.0 : tensor<4x8xf32>
+    %1 = kiln.constant 1.0 : tensor<4xi1>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "double":$value), [{
+      build($_builder, $_state, type, $_builder.getF64FloatAttr(value));
+    }]>
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Kiln_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let summary = "elementwise " # what;
+  let description = [{
+    Elementwise }] # what # [{ of two tensors of identical shape and element
+    type. Broadcasting is explicit (kiln.broadcast).
+
+    ```mlir
+    %2 = kiln.}] # mnemonic # [{ %0, %1 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$lhs, Kiln_NumericTensor:$rhs);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", "addition", [Commutative]>;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "subtraction">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "multiplication", [Commutative]>;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "division">;
+
+class Kiln_UnaryOp<string mnemonic, string what, Type tensorType>
+    : Kiln_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise " # what;
+  let description = [{
+    Elementwise }] # what # [{; the result has the operand's type.
+
+    ```mlir
+    %1 = kiln.}] # mnemonic # [{ %0 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Kiln_NegOp : Kiln_UnaryOp<"neg", "negation", Kiln_NumericTensor>;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "natural exponential", Kiln_FloatTensor>;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "natural logarithm", Kiln_FloatTensor>;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)", Kiln_NumericTensor>;
+
+def Kiln_CompareOp : Kiln_Op<"compare", [Pure, SameTypeOperands,
+    TypesMatchWith<"result is an i1 tensor of the operands' shape",
+                   "lhs", "result",
+                   "::mlir::cast<::mlir::RankedTensorType>($_self).clone("
+                   "::mlir::IntegerType::get($_self.getContext(), 1))">]> {
+  let summary = "elementwise comparison";
+  let description = [{
+    Compares two tensors of identical type elementwise with `predicate`
+    (eq, ne, lt, le, gt, ge; ordered for floats, signed for integers) and
+    returns an i1 tensor of the same shape.
+
+    ```mlir
+    %2 = kiln.compare lt, %0, %1 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ComparePredicateAttr:$predicate,
+                       Kiln_Tensor:$lhs, Kiln_Tensor:$rhs);
+  let results = (outs Kiln_BoolTensor:$result);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def Kiln_SelectOp : Kiln_Op<"select", [Pure,
+    AllTypesMatch<["true_value", "false_value", "result"]>,
+    TypesMatchWith<"condition is an i1 tensor of the result's shape",
+                   "result", "cond",
+                   "::mlir::cast<::mlir::RankedTensorType>($_self).clone("
+                   "::mlir::IntegerType::get($_self.getContext(), 1))">]> {
+  let summary = "elementwise select";
+  let description = [{
+    `result[i] = cond[i] ? true_value[i] : false_value[i]`; all three
+    tensors have the same shape, `cond` is i1.
+
+    ```mlir
+    %3 = kiln.select %c, %a, %b : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_BoolTensor:$cond, Kiln_Tensor:$true_value,
+                       Kiln_Tensor:$false_value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat =
+      "$cond `,` $true_value `,` $false_value attr-dict `:` type($result)";
+}
+
+def Kiln_ConvertOp : Kiln_Op<"convert", [Pure]> {
+  let summary = "elementwise element type conversion";
+  let description = [{
+    Casts every element to the result element type (float rounding to
+    nearest even, float to int truncates toward zero, nonzero to i1 true).
+    The shape is unchanged.
+
+    ```mlir
+    %1 = kiln.convert %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
+  let summary = "matrix multiplication";
+  let description = [{
+    `[M, K] x [K, N] -> [M, N]`, all with the same element type. Runs on a
+    GEMM library (oneDNN / cuBLAS), never inside a kiln.fusion.
+
+    ```mlir
+    %2 = kiln.matmul %0, %1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$lhs, Kiln_NumericTensor:$rhs);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layout (views at execution time)
+//===----------------------------------------------------------------------===//
+
+def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure]> {
+  let summary = "permutes dimensions";
+  let description = [{
+    `result.shape[i] = input.shape[permutation[i]]`. `permutation` is a
+    permutation of `[0, rank)`. A view (strides) at execution time.
+
+    ```mlir
+    %1 = kiln.transpose %0 [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat =
+      "$input $permutation attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure]> {
+  let summary = "numpy-style broadcast to a larger shape";
+  let description = [{
+    Expands `input` to the result shape with numpy rules: the operand's rank
+    is at most the result's, dimensions are aligned from the right, and each
+    operand dimension equals the result dimension or is 1. A view (zero
+    strides) at execution time.
+
+    ```mlir
+    %1 = kiln.broadcast %0 : tensor<8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
+  let summary = "changes the shape, keeping the element count";
+  let description = [{
+    Reinterprets the row-major elements of `input` with the result shape.
+    Both have the same element type and element count.
+
+    ```mlir
+    %1 = kiln.reshape %0 : tensor<4x8xf32> -> tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Kiln_ReduceOp<string mnemonic, string what>
+    : Kiln_Op<mnemonic, [Pure]> {
+  let summary = what # " over dimensions";
+  let description = [{
+    Reduces `input` with }] # what # [{ over `dims` (sorted, unique, in
+    `[0, rank)`). The result DROPS the reduced dimensions; keepdim is a
+    following kiln.reshape.
+
+    ```mlir
+    %1 = kiln.}] # mnemonic # [{ %0 [1] : tensor<4x8xf32> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat =
+      "$input $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "sum">;
+def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "max">;
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Kiln_FusionOp : Kiln_Op<"fusion", [Pure, IsolatedFromAbove,
+    SingleBlock]> {
+  let summary = "a group of elementwise ops and reductions run as one kernel";
+  let description = [{
+    The body is a single block whose arguments correspond 1:1 (same types)
+    to the operands, terminated by `kiln.yield` whose operands correspond to
+    the results. `kernel` is the kernel's symbol, unique per module
+    (`fusion_0`, `fusion_1`, ...). The body may hold only kiln.constant,
+    elementwise ops (add, sub, mul, div, neg, exp, log, relu, compare,
+    select, convert), kiln.reduce_sum and kiln.reduce_max.
+
+    ```mlir
+    %r = kiln.fusion "fusion_0" (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4xf32> {
+    ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
+      %0 = kiln.add %x, %y : tensor<4x8xf32>
+      %1 = kiln.reduce_sum %0 [1] : tensor<4x8xf32> -> tensor<4xf32>
+      kiln.yield %1 : tensor<4xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<Kiln_Tensor>:$inputs);
+  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The body's single block.
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// The terminating kiln.yield.
+    YieldOp getYield();
+  }];
+}
+
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator,
+    HasParent<"FusionOp">]> {
+  let summary = "returns the results of a kiln.fusion body";
+  let description = [{
+    Terminates a kiln.fusion body; its operands become the fusion's results
+    (same count and types).
+
+    ```mlir
+    kiln.yield %1, %2 : tensor<4xf32>, tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif // KILN_IR_KILNOPS_TD

@@ -1,0 +1,296 @@
+// Verifiers, folders and helpers of the kiln ops (declared in KilnOps.td).
+#include "kiln/ir/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+#include "kiln/ir/KilnEnums.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "kiln/ir/KilnOps.cpp.inc"
+
+namespace kiln::ir {
+
+using mlir::failure;
+using mlir::LogicalResult;
+using mlir::RankedTensorType;
+using mlir::success;
+
+/// "[4, 8]" for diagnostics.
+static std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "[";
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+static RankedTensorType tensorTypeOf(mlir::Value value) { return mlir::cast<RankedTensorType>(value.getType()); }
+
+//===----------------------------------------------------------------------===//
+// Op classification
+//===----------------------------------------------------------------------===//
+
+bool isElementwiseOp(mlir::Operation *op) {
+  return mlir::isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, ReluOp, CompareOp, SelectOp, ConvertOp>(op);
+}
+
+bool isReductionOp(mlir::Operation *op) { return mlir::isa<ReduceSumOp, ReduceMaxOp>(op); }
+
+bool isFusibleOp(mlir::Operation *op) { return mlir::isa<ConstantOp>(op) || isElementwiseOp(op) || isReductionOp(op); }
+
+bool isLayoutOp(mlir::Operation *op) { return mlir::isa<TransposeOp, BroadcastOp, ReshapeOp>(op); }
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+mlir::OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+LogicalResult ConstantOp::verify() {
+  mlir::Type element = getType().getElementType();
+  double value = getValue().convertToDouble();
+  if (element.isInteger(1) && value != 0.0 && value != 1.0)
+    return emitOpError() << "i1 constant must be 0 or 1, got " << value;
+  if (element.isInteger(64) && value != std::trunc(value))
+    return emitOpError() << "i64 constant must be integral, got " << value;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConvertOp
+//===----------------------------------------------------------------------===//
+
+mlir::OpFoldResult ConvertOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult ConvertOp::verify() {
+  auto in = tensorTypeOf(getInput());
+  if (in.getShape() != getType().getShape())
+    return emitOpError() << "changes the shape from " << shapeString(in.getShape()) << " to "
+                         << shapeString(getType().getShape()) << "; convert only casts the element type";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  auto lhs = tensorTypeOf(getLhs());
+  auto rhs = tensorTypeOf(getRhs());
+  auto result = getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || result.getRank() != 2)
+    return emitOpError() << "expects rank-2 operands and result, got " << shapeString(lhs.getShape()) << " x "
+                         << shapeString(rhs.getShape()) << " -> " << shapeString(result.getShape());
+  if (lhs.getDimSize(1) != rhs.getDimSize(0))
+    return emitOpError() << "contraction dims differ: " << shapeString(lhs.getShape()) << " x "
+                         << shapeString(rhs.getShape());
+  if (result.getDimSize(0) != lhs.getDimSize(0) || result.getDimSize(1) != rhs.getDimSize(1))
+    return emitOpError() << "result shape " << shapeString(result.getShape()) << " does not match "
+                         << shapeString(lhs.getShape()) << " x " << shapeString(rhs.getShape());
+  if (lhs.getElementType() != rhs.getElementType() || lhs.getElementType() != result.getElementType())
+    return emitOpError() << "operand and result element types differ";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+static bool isIdentityPermutation(llvm::ArrayRef<int64_t> permutation) {
+  for (auto [index, value] : llvm::enumerate(permutation))
+    if (value != static_cast<int64_t>(index))
+      return false;
+  return true;
+}
+
+mlir::OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  if (isIdentityPermutation(getPermutation()) && getInput().getType() == getType())
+    return getInput();
+  if (auto splat = mlir::dyn_cast_or_null<mlir::FloatAttr>(adaptor.getInput()))
+    return splat;
+  // transpose(transpose(x, inner), outer) == transpose(x, inner[outer[i]]).
+  if (auto producer = getInput().getDefiningOp<TransposeOp>()) {
+    llvm::ArrayRef<int64_t> inner = producer.getPermutation();
+    llvm::SmallVector<int64_t> composed;
+    for (int64_t index : getPermutation())
+      composed.push_back(inner[index]);
+    getInputMutable().assign(producer.getInput());
+    setPermutation(composed);
+    if (isIdentityPermutation(composed) && getInput().getType() == getType())
+      return getInput();
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  auto in = tensorTypeOf(getInput());
+  llvm::ArrayRef<int64_t> permutation = getPermutation();
+  if (static_cast<int64_t>(permutation.size()) != in.getRank())
+    return emitOpError() << "permutation " << shapeString(permutation) << " does not match operand rank "
+                         << in.getRank();
+  llvm::SmallVector<bool> seen(permutation.size(), false);
+  for (int64_t index : permutation) {
+    if (index < 0 || index >= in.getRank() || seen[index])
+      return emitOpError() << "permutation " << shapeString(permutation) << " is not a permutation of [0, "
+                           << in.getRank() << ")";
+    seen[index] = true;
+  }
+  llvm::SmallVector<int64_t> expected;
+  for (int64_t index : permutation)
+    expected.push_back(in.getDimSize(index));
+  if (llvm::ArrayRef<int64_t>(expected) != getType().getShape())
+    return emitOpError() << "result shape " << shapeString(getType().getShape()) << " should be "
+                         << shapeString(expected);
+  if (in.getElementType() != getType().getElementType())
+    return emitOpError() << "operand and result element types differ";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BroadcastOp
+//===----------------------------------------------------------------------===//
+
+mlir::OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto splat = mlir::dyn_cast_or_null<mlir::FloatAttr>(adaptor.getInput()))
+    return splat;
+  // broadcast(broadcast(x)) == broadcast(x): numpy rules compose.
+  if (auto producer = getInput().getDefiningOp<BroadcastOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = tensorTypeOf(getInput());
+  auto out = getType();
+  auto fail = [&]() {
+    return emitOpError() << "cannot broadcast " << shapeString(in.getShape()) << " to " << shapeString(out.getShape());
+  };
+  if (in.getRank() > out.getRank())
+    return fail();
+  int64_t offset = out.getRank() - in.getRank();
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    int64_t dim = in.getDimSize(i);
+    if (dim != 1 && dim != out.getDimSize(i + offset))
+      return fail();
+  }
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "operand and result element types differ";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+mlir::OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto splat = mlir::dyn_cast_or_null<mlir::FloatAttr>(adaptor.getInput()))
+    return splat;
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    if (getInput().getType() == getType())
+      return getInput();
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = tensorTypeOf(getInput());
+  if (in.getNumElements() != getType().getNumElements())
+    return emitOpError() << "cannot reshape " << shapeString(in.getShape()) << " (" << in.getNumElements()
+                         << " elements) to " << shapeString(getType().getShape()) << " (" << getType().getNumElements()
+                         << " elements)";
+  if (in.getElementType() != getType().getElementType())
+    return emitOpError() << "operand and result element types differ";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceSumOp / ReduceMaxOp
+//===----------------------------------------------------------------------===//
+
+/// Shared verifier: dims sorted, unique, in range; result = input shape
+/// without the reduced dims; same element type.
+static LogicalResult verifyReduce(mlir::Operation *op, llvm::ArrayRef<int64_t> dims, RankedTensorType in,
+                                  RankedTensorType out) {
+  int64_t previous = -1;
+  for (int64_t dim : dims) {
+    if (dim <= previous || dim >= in.getRank())
+      return op->emitOpError() << "dims " << shapeString(dims) << " must be sorted, unique and in [0, " << in.getRank()
+                               << ") for operand shape " << shapeString(in.getShape());
+    previous = dim;
+  }
+  llvm::SmallVector<int64_t> expected;
+  for (int64_t i = 0; i < in.getRank(); ++i)
+    if (!llvm::is_contained(dims, i))
+      expected.push_back(in.getDimSize(i));
+  if (llvm::ArrayRef<int64_t>(expected) != out.getShape())
+    return op->emitOpError() << "result shape " << shapeString(out.getShape()) << " should be " << shapeString(expected)
+                             << " (operand " << shapeString(in.getShape()) << " reduced over " << shapeString(dims)
+                             << ")";
+  if (in.getElementType() != out.getElementType())
+    return op->emitOpError() << "operand and result element types differ";
+  return success();
+}
+
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
+
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
+
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+YieldOp FusionOp::getYield() { return mlir::cast<YieldOp>(getBodyBlock().getTerminator()); }
+
+LogicalResult FusionOp::verify() {
+  mlir::Block &block = getBodyBlock();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << block.getNumArguments() << " arguments but the op has " << getInputs().size()
+                         << " operands";
+  for (auto [index, pair] : llvm::enumerate(llvm::zip(block.getArguments(), getInputs()))) {
+    auto [argument, operand] = pair;
+    if (argument.getType() != operand.getType())
+      return emitOpError() << "body argument #" << index << " has type " << argument.getType() << " but operand #"
+                           << index << " has type " << operand.getType();
+  }
+  if (block.empty() || !mlir::isa<YieldOp>(block.back()))
+    return emitOpError() << "body must end with kiln.yield";
+  YieldOp yield = getYield();
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError() << "kiln.yield has " << yield.getValues().size() << " operands but the op has "
+                         << getNumResults() << " results";
+  for (auto [index, pair] : llvm::enumerate(llvm::zip(yield.getValues(), getResults()))) {
+    auto [yielded, result] = pair;
+    if (yielded.getType() != result.getType())
+      return emitOpError() << "kiln.yield operand #" << index << " has type " << yielded.getType() << " but result #"
+                           << index << " has type " << result.getType();
+  }
+  for (mlir::Operation &op : block.without_terminator())
+    if (!isFusibleOp(&op))
+      return emitOpError() << "body may not contain '" << op.getName()
+                           << "' (only kiln.constant, elementwise ops and "
+                              "reductions)";
+  return success();
+}
+
+} // namespace kiln::ir

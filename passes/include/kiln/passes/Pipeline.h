@@ -1,0 +1,34 @@
+// kiln/passes/Pipeline.h - the Kiln compile pipeline as one function.
+//
+// Stages, in order (pipelineStageNames()):
+//   canonicalize -> cse -> partition -> fuse
+// Input: a module from kiln::ir::buildModule (func @joint). Output: func
+// @forward (and @backward for joint graphs) holding only kiln.fusion,
+// kiln.matmul, layout ops and func.return.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+namespace kiln::passes {
+
+struct PipelineOptions {
+  /// If non-empty, the module is written to `<dir>/00-input.mlir` and after
+  /// each stage to `<dir>/<NN>-<stage>.mlir` (NN = 01, 02, ...); the
+  /// directory is created if needed (KILN_DUMP_IR).
+  std::string dump_ir_dir;
+};
+
+/// The names of the pipeline stages, in the order runPipeline runs them.
+std::vector<std::string> pipelineStageNames();
+
+/// Runs the pipeline on `module` in place. On failure (a pass or the
+/// verifier fails, or a dump file can't be written) returns failure and, if
+/// `error` is non-null, a message naming the stage and the MLIR diagnostics.
+/// Never throws.
+mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions &options, std::string *error);
+
+} // namespace kiln::passes

@@ -1,0 +1,187 @@
+// kiln/runtime/LaunchExecutable.h - the CPU Executable: a list of launches
+// over value slots, with a static memory plan.
+//
+// Codegen describes one compiled function with a Builder:
+//
+//   LaunchExecutable::Builder b;
+//   int x = b.addInput({4, 8}, kFloat32);             // function argument 0
+//   int w = b.addInput({16, 8}, kFloat32);            // function argument 1
+//   int wt = b.addTranspose(w, {1, 0});               // view: [8, 16]
+//   int y = b.addGemm(x, wt);                         // oneDNN: [4, 16]
+//   int z = b.addKernel("fusion_0", fn, {y}, {{{4, 16}, kFloat32}})[0];
+//   b.setOutputs({z, wt});
+//   std::shared_ptr<LaunchExecutable> exe = b.finish(&error);
+//
+// Every slot has a static shape and dtype. Kernel, GEMM and copy results are
+// fresh contiguous (row-major) tensors; transpose/broadcast/reshape results
+// are views of their base (reshape copies at run time only when the base's
+// strides do not allow a view, following PyTorch's view rules).
+//
+// The memory plan (computed by finish()):
+//   - liveness: a slot is live from the launch that defines it to the last
+//     launch that reads it or any view of it (a view keeps its base alive);
+//   - slots that escape (function results, and everything a result is a view
+//     of) get their own runtime::Buffer per run, so results outlive the run;
+//   - every other produced slot gets an offset in one arena, 64-byte aligned;
+//     offsets are assigned greedily by decreasing size, each placed in the
+//     smallest gap left by already-placed slots whose live ranges overlap
+//     (TFLite's "greedy by size" planner). Two slots used by the same launch
+//     never share memory.
+// The arena is one Buffer allocated per run (runs are independent and may
+// proceed concurrently: run() is const and keeps all its state local).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/Executable.h"
+
+namespace kiln::runtime {
+
+/// Static type of a value slot: shape (sizes, elements) and dtype.
+struct SlotType {
+  std::vector<int64_t> sizes;
+  DType dtype = DType::Float32;
+};
+
+/// What one entry of the launch list does.
+enum class LaunchKind : int8_t {
+  Kernel,    ///< a JIT kernel (PackedKernel), destination-passing results
+  Gemm,      ///< f32 [M, K] x [K, N] -> [M, N] through runtime::sgemm
+  Transpose, ///< view: permuted sizes/strides
+  Broadcast, ///< view: numpy right-aligned expand (stride 0)
+  Reshape,   ///< view when strides allow, else a contiguous copy
+  Copy,      ///< contiguous copy of any strided view
+};
+
+/// Where a slot's memory comes from in the plan.
+enum class SlotStorage : int8_t {
+  Input, ///< bound to a function input at run time
+  View,  ///< aliases its base slot (no memory of its own)
+  Arena, ///< an offset in the per-run arena
+  Owned, ///< its own Buffer per run (escapes the function)
+};
+
+/// The memory plan of one slot (for tests, logs and kiln::explain).
+struct SlotPlan {
+  SlotStorage storage = SlotStorage::Input;
+  int64_t nbytes = 0;        ///< bytes of the slot's own memory (0 for views/inputs)
+  int64_t arena_offset = -1; ///< bytes from the arena start (Arena only)
+  int base = -1;             ///< the slot this one is a view of (-1 if none)
+  int def = -1;              ///< index of the defining launch (-1 for inputs)
+  int last_use = -1;         ///< last launch reading it or a view of it
+  bool escapes = false;      ///< a result, or aliased by a result
+};
+
+class LaunchExecutable final : public Executable {
+public:
+  class Builder;
+
+  /// Runs the launches in order. `inputs` must match the slot types given to
+  /// Builder::addInput (sizes and dtype exactly; any non-negative strides and
+  /// offset that stay inside the buffer). On mismatch, returns {} and sets
+  /// `*error` (e.g. "input 1: expected float32 [4, 8], got float32 [8, 4]").
+  std::vector<TensorView> run(const std::vector<TensorView> &inputs, std::string *error = nullptr) const override;
+  /// Bytes of the per-run arena (the sum of the plan's peak, 64-byte aligned).
+  int64_t arena_bytes() const override { return arena_bytes_; }
+  /// Kernel + GEMM + copy launches per run (views are free and not counted;
+  /// a reshape that must copy at run time is counted as one launch).
+  int num_launches() const override;
+
+  /// Bytes of memory owned by escaping slots per run (results).
+  int64_t owned_bytes() const;
+  /// Sum of all non-escaping produced slots' sizes: what the arena would
+  /// need without reuse (arena_bytes() <= this).
+  int64_t unplanned_bytes() const;
+  const std::vector<SlotType> &slot_types() const { return types_; }
+  const std::vector<SlotPlan> &slot_plans() const { return plans_; }
+  /// A human-readable listing of launches and the plan, one line each.
+  std::string describe() const;
+
+  struct Launch; // defined in LaunchExecutable.cpp
+
+private:
+  LaunchExecutable() = default;
+  bool bindInputs(const std::vector<TensorView> &inputs, std::vector<TensorView> &values, std::string *error) const;
+
+  std::vector<SlotType> types_;
+  std::vector<SlotPlan> plans_;
+  std::vector<std::shared_ptr<const Launch>> launches_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+  int64_t arena_bytes_ = 0;
+  std::shared_ptr<const void> keep_alive_;
+};
+
+/// Describes one function as launches over slots; finish() plans memory.
+/// Slot ids are dense ints in creation order. Every add* validates its
+/// operands (slot ids, ranks, shapes, dtypes); the first error is kept and
+/// returned by finish(), later calls return -1 / empty vectors.
+class LaunchExecutable::Builder {
+public:
+  Builder();
+  ~Builder();
+
+  /// The next function argument (arguments are numbered in call order).
+  int addInput(std::vector<int64_t> sizes, DType dtype);
+  /// A JIT kernel in MLIR's packed convention: its flattened argument list is
+  /// one memref descriptor per operand (the operand's strided view), then
+  /// one per result (a fresh contiguous tensor of `results[i]`). Each
+  /// descriptor is: allocated ptr = the buffer's start, aligned ptr = the
+  /// view's first element, offset 0, sizes[r], strides[r] (elements), so
+  /// identity-layout memrefs (static offset 0) see the right data. Returns
+  /// the result slots. `name` is for describe() and errors.
+  std::vector<int> addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
+                             std::vector<SlotType> results);
+  /// f32 GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N].
+  int addGemm(int a, int b);
+  /// View: result.sizes[i] = base.sizes[perm[i]].
+  int addTranspose(int base, std::vector<int64_t> perm);
+  /// View: numpy broadcast of `base` to `sizes` (right-aligned; each base
+  /// dim equals the target dim or is 1).
+  int addBroadcast(int base, std::vector<int64_t> sizes);
+  /// Same elements, row-major order, new `sizes`: a view when possible.
+  int addReshape(int base, std::vector<int64_t> sizes);
+  /// A fresh contiguous copy of `src`.
+  int addCopy(int src);
+  /// The function's results, in order (slots may repeat or be inputs).
+  void setOutputs(std::vector<int> slots);
+  /// Anything that must outlive the executable's kernels (e.g. the
+  /// ExecutionEngine that owns the JIT code).
+  void keepAlive(std::shared_ptr<const void> owner);
+
+  /// Static shape/dtype of a slot (valid after it was added).
+  const SlotType &type(int slot) const;
+  /// The first error so far ("" if none).
+  const std::string &error() const { return error_; }
+
+  /// Plans memory and returns the executable, or null with `*error` set.
+  /// The builder is left empty.
+  std::shared_ptr<LaunchExecutable> finish(std::string *error);
+
+private:
+  int addSlot(SlotType type, int base);
+  bool checkSlot(int slot, const char *what);
+  bool fail(std::string message);
+
+  std::shared_ptr<LaunchExecutable> exe_;
+  std::vector<std::vector<int64_t>> static_strides_; // empty when unknown until run time
+  std::vector<bool> strides_known_;
+  std::string error_;
+};
+
+/// Strides of a contiguous row-major tensor of `sizes` (elements).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t> &sizes);
+
+/// PyTorch's view rule (THTensor_compute_stride): the strides that view a
+/// tensor of `sizes`/`strides` with `new_sizes` without copying, or false
+/// when a copy is needed.
+bool compute_view_strides(const std::vector<int64_t> &sizes, const std::vector<int64_t> &strides,
+                          const std::vector<int64_t> &new_sizes, std::vector<int64_t> *new_strides);
+
+/// "float32 [4, 8]".
+std::string slot_type_str(const SlotType &type);
+
+} // namespace kiln::runtime

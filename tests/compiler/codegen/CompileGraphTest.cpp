@@ -1,0 +1,510 @@
+// End-to-end: small ir::Graphs through compileGraph (GraphBuilder, pipeline,
+// kernels, JIT, LaunchExecutable), checked against plain C++ references.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "kiln/codegen/Compiler.h"
+#include "kiln/runtime/LaunchExecutable.h"
+
+using namespace kiln;
+using kiln::ir::ElementType;
+using kiln::ir::OpKind;
+using runtime::TensorView;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/// Builds an ir::Graph node by node.
+struct GraphMaker {
+  ir::Graph g;
+
+  int input(Shape shape, ElementType type = ElementType::F32, ir::InputRole role = ir::InputRole::Primal) {
+    int v = g.addValue(std::move(shape), type);
+    g.inputs.push_back(v);
+    g.input_roles.push_back(role);
+    return v;
+  }
+  int node(OpKind kind, std::vector<int> operands, Shape shape, ElementType type,
+           std::function<void(ir::Node &)> setup = nullptr) {
+    ir::Node n;
+    n.kind = kind;
+    n.operands = std::move(operands);
+    n.result = g.addValue(std::move(shape), type);
+    if (setup)
+      setup(n);
+    g.nodes.push_back(n);
+    return n.result;
+  }
+  /// Same shape and type as operand 0.
+  int same(OpKind kind, std::vector<int> operands) {
+    const ir::Value &v = g.values[operands[0]];
+    return node(kind, std::move(operands), v.shape, v.type);
+  }
+  ir::Graph done(std::vector<int> outputs, int num_forward_outputs = -1) {
+    g.outputs = outputs;
+    g.num_forward_outputs = num_forward_outputs < 0 ? static_cast<int>(outputs.size()) : num_forward_outputs;
+    return g;
+  }
+};
+
+int64_t numel(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+template <class T> TensorView tensor(Shape shape, const std::vector<T> &values, DType dtype) {
+  TensorView v;
+  v.buffer = runtime::Buffer::make(std::max<size_t>(values.size() * sizeof(T), 1));
+  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(T));
+  v.sizes = std::move(shape);
+  v.strides = runtime::contiguous_strides(v.sizes);
+  v.dtype = dtype;
+  return v;
+}
+TensorView f32(Shape shape, const std::vector<float> &values) { return tensor(std::move(shape), values, kFloat32); }
+
+/// Deterministic test values in [-2, 2), none exactly zero.
+std::vector<float> values(int64_t n, int seed) {
+  std::vector<float> v(n);
+  uint32_t s = 12345u + 977u * static_cast<uint32_t>(seed);
+  for (auto &x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>((s >> 8) % 4000) / 1000.0f - 2.0f + 0.0005f;
+  }
+  return v;
+}
+
+/// Elements of a view in row-major order (any strides), as T.
+template <class T> std::vector<T> read(const TensorView &v) {
+  std::vector<T> out;
+  const int64_t n = v.numel();
+  const size_t rank = v.sizes.size();
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = v.offset;
+    for (size_t d = 0; d < rank; ++d)
+      off += index[d] * v.strides[d];
+    out.push_back(static_cast<const T *>(v.buffer->data())[off]);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < v.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+codegen::CompiledGraph compileOk(const ir::Graph &graph) {
+  codegen::CompiledGraph compiled;
+  std::string error;
+  codegen::CompileOptions options;
+  if (const char *dir = std::getenv("KILN_DUMP_IR"))
+    options.dump_ir_dir = dir; // for debugging
+  bool ok = codegen::compileGraph(graph, options, &compiled, &error);
+  EXPECT_TRUE(ok) << error;
+  return compiled;
+}
+
+std::vector<TensorView> runOk(const runtime::Executable &exe, const std::vector<TensorView> &in) {
+  std::string error;
+  auto out = exe.run(in, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  return out;
+}
+
+void expectNear(const std::vector<float> &got, const std::vector<float> &want, float tol = 1e-5f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "element " << i;
+}
+
+/// Compiles `out = kind(x, y)` (or kind(x) if unary) on [3, 5] and checks it.
+void checkElementwise(OpKind kind, std::function<float(float, float)> ref, bool unary, bool positive = false) {
+  SCOPED_TRACE(ir::toString(kind));
+  GraphMaker m;
+  int x = m.input({3, 5}), y = unary ? -1 : m.input({3, 5});
+  int out = unary ? m.same(kind, {x}) : m.same(kind, {x, y});
+  auto compiled = compileOk(m.done({out}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(15, 1), ys = values(15, 2);
+  if (positive)
+    for (auto &v : xs)
+      v = std::fabs(v);
+  std::vector<TensorView> in = {f32({3, 5}, xs)};
+  if (!unary)
+    in.push_back(f32({3, 5}, ys));
+  auto res = runOk(*compiled.forward, in);
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(15);
+  for (int i = 0; i < 15; ++i)
+    want[i] = ref(xs[i], ys[i]);
+  expectNear(read<float>(res[0]), want);
+}
+
+} // namespace
+
+TEST(codegen_Compile, BinaryElementwise) {
+  checkElementwise(
+      OpKind::Add, [](float a, float b) { return a + b; }, false);
+  checkElementwise(
+      OpKind::Sub, [](float a, float b) { return a - b; }, false);
+  checkElementwise(
+      OpKind::Mul, [](float a, float b) { return a * b; }, false);
+  checkElementwise(
+      OpKind::Div, [](float a, float b) { return a / b; }, false);
+}
+
+TEST(codegen_Compile, UnaryElementwise) {
+  checkElementwise(
+      OpKind::Neg, [](float a, float) { return -a; }, true);
+  checkElementwise(
+      OpKind::Exp, [](float a, float) { return std::exp(a); }, true);
+  checkElementwise(
+      OpKind::Log, [](float a, float) { return std::log(a); }, true, true);
+  checkElementwise(
+      OpKind::Relu, [](float a, float) { return a > 0 ? a : 0.0f; }, true);
+}
+
+TEST(codegen_Compile, FusedChainWithStridedInput) {
+  // out = exp(x * y - x), x arriving as a transposed view.
+  GraphMaker m;
+  int x = m.input({3, 5}), y = m.input({3, 5});
+  int out = m.same(OpKind::Exp, {m.same(OpKind::Sub, {m.same(OpKind::Mul, {x, y}), x})});
+  auto compiled = compileOk(m.done({out}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.forward->num_launches(), 1);
+  ASSERT_EQ(compiled.fusions.size(), 1u);
+  EXPECT_EQ(compiled.fusions[0].num_ops, 3);
+  EXPECT_EQ(compiled.fusions[0].bytes_read, 2 * 15 * 4);
+  EXPECT_EQ(compiled.fusions[0].bytes_written, 15 * 4);
+
+  std::vector<float> base = values(15, 3), ys = values(15, 4);
+  TensorView xt = f32({5, 3}, base); // x[i][j] = base[j][i]
+  xt.sizes = {3, 5};
+  xt.strides = {1, 3};
+  auto res = runOk(*compiled.forward, {xt, f32({3, 5}, ys)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(15);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      float xv = base[j * 3 + i], yv = ys[i * 5 + j];
+      want[i * 5 + j] = std::exp(xv * yv - xv);
+    }
+  expectNear(read<float>(res[0]), want);
+}
+
+TEST(codegen_Compile, CompareSelectConvert) {
+  GraphMaker m;
+  int x = m.input({4, 3}), y = m.input({4, 3});
+  auto cmp = [&](ir::Predicate p) {
+    return m.node(OpKind::Compare, {x, y}, {4, 3}, ElementType::Bool, [p](ir::Node &n) { n.predicate = p; });
+  };
+  int lt = cmp(ir::Predicate::LT);
+  int sel = m.node(OpKind::Select, {lt, x, y}, {4, 3}, ElementType::F32); // min
+  int asf = m.node(OpKind::Convert, {lt}, {4, 3}, ElementType::F32);
+  int asi = m.node(OpKind::Convert, {m.same(OpKind::Mul, {x, y})}, {4, 3}, ElementType::I64);
+  int back = m.node(OpKind::Convert, {asi}, {4, 3}, ElementType::F32);
+  int nz = m.node(OpKind::Convert, {m.same(OpKind::Relu, {x})}, {4, 3}, ElementType::Bool);
+  std::vector<int> preds;
+  for (auto p : {ir::Predicate::EQ, ir::Predicate::NE, ir::Predicate::LE, ir::Predicate::GT, ir::Predicate::GE})
+    preds.push_back(cmp(p));
+  std::vector<int> outs = {lt, sel, asf, asi, back, nz};
+  outs.insert(outs.end(), preds.begin(), preds.end());
+  auto compiled = compileOk(m.done(outs));
+  ASSERT_TRUE(compiled.forward);
+
+  std::vector<float> xs = values(12, 5), ys = values(12, 6);
+  xs[3] = ys[3] = 1.5f; // one equal pair
+  auto res = runOk(*compiled.forward, {f32({4, 3}, xs), f32({4, 3}, ys)});
+  ASSERT_EQ(res.size(), outs.size());
+  EXPECT_EQ(res[0].dtype, kBool);
+  EXPECT_EQ(res[3].dtype, kInt64);
+  auto ltv = read<uint8_t>(res[0]);
+  auto selv = read<float>(res[1]), asfv = read<float>(res[2]), backv = read<float>(res[4]);
+  auto asiv = read<int64_t>(res[3]);
+  auto nzv = read<uint8_t>(res[5]);
+  for (int i = 0; i < 12; ++i) {
+    float a = xs[i], b = ys[i];
+    EXPECT_EQ(ltv[i], a < b ? 1 : 0) << i;
+    EXPECT_EQ(selv[i], a < b ? a : b) << i;
+    EXPECT_EQ(asfv[i], a < b ? 1.0f : 0.0f) << i;
+    EXPECT_EQ(asiv[i], static_cast<int64_t>(a * b)) << i; // truncation toward zero
+    EXPECT_EQ(backv[i], static_cast<float>(static_cast<int64_t>(a * b))) << i;
+    EXPECT_EQ(nzv[i], a > 0 ? 1 : 0) << i;
+    const bool want[5] = {a == b, a != b, a <= b, a > b, a >= b};
+    for (int p = 0; p < 5; ++p)
+      EXPECT_EQ(read<uint8_t>(res[6 + p])[i], want[p] ? 1 : 0) << i;
+  }
+}
+
+TEST(codegen_Compile, BoolInputAndInt64Arithmetic) {
+  GraphMaker m;
+  int c = m.input({6}, ElementType::Bool);
+  int a = m.input({6}, ElementType::I64), b = m.input({6}, ElementType::I64);
+  int s = m.node(OpKind::Select, {c, a, b}, {6}, ElementType::I64);
+  int t = m.same(OpKind::Add, {m.same(OpKind::Mul, {s, a}), m.same(OpKind::Neg, {b})});
+  int mx = m.node(OpKind::ReduceMax, {t}, {}, ElementType::I64, [](ir::Node &n) { n.ints = {0}; });
+  int sm = m.node(OpKind::ReduceSum, {t}, {}, ElementType::I64, [](ir::Node &n) { n.ints = {0}; });
+  auto compiled = compileOk(m.done({t, mx, sm}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<uint8_t> cs = {1, 0, 1, 1, 0, 0};
+  std::vector<int64_t> as = {1, -2, 3, 40, 5, -6}, bs = {7, 8, -9, 10, 11, 12};
+  auto res = runOk(*compiled.forward,
+                   {tensor(Shape{6}, cs, kBool), tensor(Shape{6}, as, kInt64), tensor(Shape{6}, bs, kInt64)});
+  ASSERT_EQ(res.size(), 3u);
+  auto tv = read<int64_t>(res[0]);
+  int64_t wantMax = INT64_MIN, wantSum = 0;
+  for (int i = 0; i < 6; ++i) {
+    int64_t w = (cs[i] ? as[i] : bs[i]) * as[i] - bs[i];
+    EXPECT_EQ(tv[i], w);
+    wantMax = std::max(wantMax, w);
+    wantSum += w;
+  }
+  EXPECT_EQ(res[1].sizes, Shape{});
+  EXPECT_EQ(read<int64_t>(res[1])[0], wantMax);
+  EXPECT_EQ(read<int64_t>(res[2])[0], wantSum);
+}
+
+TEST(codegen_Compile, Reductions) {
+  // x: [2, 3, 4]; sum/max over {1}, {0, 2}, {2} keepdim, all dims.
+  GraphMaker m;
+  int x = m.input({2, 3, 4});
+  auto reduce = [&](OpKind k, std::vector<int64_t> dims, Shape shape, bool keep) {
+    return m.node(k, {x}, std::move(shape), ElementType::F32, [&](ir::Node &n) {
+      n.ints = dims;
+      n.keepdim = keep;
+    });
+  };
+  std::vector<int> outs = {
+      reduce(OpKind::ReduceSum, {1}, {2, 4}, false),   reduce(OpKind::ReduceSum, {0, 2}, {3}, false),
+      reduce(OpKind::ReduceSum, {2}, {2, 3, 1}, true), reduce(OpKind::ReduceSum, {0, 1, 2}, {}, false),
+      reduce(OpKind::ReduceMax, {1}, {2, 4}, false),   reduce(OpKind::ReduceMax, {0, 2}, {3}, false),
+      reduce(OpKind::ReduceMax, {2}, {2, 3, 1}, true), reduce(OpKind::ReduceMax, {0, 1, 2}, {}, false),
+  };
+  auto compiled = compileOk(m.done(outs));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(24, 7);
+  auto res = runOk(*compiled.forward, {f32({2, 3, 4}, xs)});
+  ASSERT_EQ(res.size(), outs.size());
+  auto X = [&](int i, int j, int k) { return xs[(i * 3 + j) * 4 + k]; };
+  for (int max = 0; max < 2; ++max) {
+    auto combine = [&](float acc, float v) { return max ? std::max(acc, v) : acc + v; };
+    const float init = max ? -INFINITY : 0.0f;
+    std::vector<float> r1(8, init), r02(3, init), r2(6, init), rall(1, init);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          float v = X(i, j, k);
+          r1[i * 4 + k] = combine(r1[i * 4 + k], v);
+          r02[j] = combine(r02[j], v);
+          r2[i * 3 + j] = combine(r2[i * 3 + j], v);
+          rall[0] = combine(rall[0], v);
+        }
+    const int o = 4 * max;
+    EXPECT_EQ(res[o + 2].sizes, (Shape{2, 3, 1}));
+    EXPECT_EQ(res[o + 3].sizes, Shape{});
+    expectNear(read<float>(res[o + 0]), r1);
+    expectNear(read<float>(res[o + 1]), r02);
+    expectNear(read<float>(res[o + 2]), r2);
+    expectNear(read<float>(res[o + 3]), rall);
+  }
+}
+
+TEST(codegen_Compile, SoftmaxLikeReductionThenElementwise) {
+  // y = exp(x - max(x, 1)) / sum(exp(x - max(x, 1)), 1): reductions feeding
+  // elementwise ops through broadcasts.
+  GraphMaker m;
+  int x = m.input({4, 6});
+  auto rowReduce = [&](OpKind k, int v) {
+    int r = m.node(k, {v}, {4, 1}, ElementType::F32, [](ir::Node &n) {
+      n.ints = {1};
+      n.keepdim = true;
+    });
+    return m.node(OpKind::Broadcast, {r}, {4, 6}, ElementType::F32);
+  };
+  int e = m.same(OpKind::Exp, {m.same(OpKind::Sub, {x, rowReduce(OpKind::ReduceMax, x)})});
+  int y = m.same(OpKind::Div, {e, rowReduce(OpKind::ReduceSum, e)});
+  auto compiled = compileOk(m.done({y}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(24, 8);
+  auto res = runOk(*compiled.forward, {f32({4, 6}, xs)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(24);
+  for (int i = 0; i < 4; ++i) {
+    float mx = -INFINITY, sum = 0;
+    for (int j = 0; j < 6; ++j)
+      mx = std::max(mx, xs[i * 6 + j]);
+    for (int j = 0; j < 6; ++j)
+      sum += std::exp(xs[i * 6 + j] - mx);
+    for (int j = 0; j < 6; ++j)
+      want[i * 6 + j] = std::exp(xs[i * 6 + j] - mx) / sum;
+  }
+  expectNear(read<float>(res[0]), want);
+}
+
+TEST(codegen_Compile, MatmulWithTransposedOperand) {
+  GraphMaker m;
+  int x = m.input({3, 4}), w = m.input({5, 4});
+  int wt = m.node(OpKind::Transpose, {w}, {4, 5}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
+  int y = m.node(OpKind::Matmul, {x, wt}, {3, 5}, ElementType::F32);
+  auto compiled = compileOk(m.done({y}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(12, 9), ws = values(20, 10);
+  auto res = runOk(*compiled.forward, {f32({3, 4}, xs), f32({5, 4}, ws)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(15, 0.0f);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 4; ++k)
+        want[i * 5 + j] += xs[i * 4 + k] * ws[j * 4 + k];
+  expectNear(read<float>(res[0]), want, 1e-4f);
+}
+
+TEST(codegen_Compile, BroadcastAdd) {
+  GraphMaker m;
+  int x = m.input({3, 5}), b = m.input({5}), c = m.input({3, 1});
+  int bb = m.node(OpKind::Broadcast, {b}, {3, 5}, ElementType::F32);
+  int cb = m.node(OpKind::Broadcast, {c}, {3, 5}, ElementType::F32);
+  int y = m.same(OpKind::Add, {m.same(OpKind::Add, {x, bb}), cb});
+  auto compiled = compileOk(m.done({y}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(15, 11), bs = values(5, 12), cs = values(3, 13);
+  auto res = runOk(*compiled.forward, {f32({3, 5}, xs), f32({5}, bs), f32({3, 1}, cs)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(15);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j)
+      want[i * 5 + j] = xs[i * 5 + j] + bs[j] + cs[i];
+  expectNear(read<float>(res[0]), want);
+}
+
+TEST(codegen_Compile, JointLinearReluForwardAndBackward) {
+  // Forward: y = relu(x w^T + b). Backward with tangent gy:
+  //   gz = gy * (z > 0); gw = gz^T x; gb = sum(gz, 0); gx = gz w.
+  const int64_t N = 4, I = 3, O = 5;
+  GraphMaker m;
+  int x = m.input({N, I}), w = m.input({O, I}), b = m.input({O});
+  int gy = m.input({N, O}, ElementType::F32, ir::InputRole::Tangent);
+  auto transpose = [&](int v, Shape shape) {
+    return m.node(OpKind::Transpose, {v}, std::move(shape), ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
+  };
+  int h = m.node(OpKind::Matmul, {x, transpose(w, {I, O})}, {N, O}, ElementType::F32);
+  int z = m.same(OpKind::Add, {h, m.node(OpKind::Broadcast, {b}, {N, O}, ElementType::F32)});
+  int y = m.same(OpKind::Relu, {z});
+  int zero = m.node(OpKind::Constant, {}, {N, O}, ElementType::F32, [](ir::Node &n) { n.scalar = 0.0; });
+  int mask = m.node(OpKind::Compare, {z, zero}, {N, O}, ElementType::Bool,
+                    [](ir::Node &n) { n.predicate = ir::Predicate::GT; });
+  int gz = m.node(OpKind::Select, {mask, gy, zero}, {N, O}, ElementType::F32);
+  int gx = m.node(OpKind::Matmul, {gz, w}, {N, I}, ElementType::F32);
+  int gw = m.node(OpKind::Matmul, {transpose(gz, {O, N}), x}, {O, I}, ElementType::F32);
+  int gb = m.node(OpKind::ReduceSum, {gz}, {O}, ElementType::F32, [](ir::Node &n) { n.ints = {0}; });
+  ir::Graph graph = m.done({y, gx, gw, gb}, 1);
+
+  auto start = std::chrono::steady_clock::now();
+  auto compiled = compileOk(graph);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("compile_ms", std::to_string(ms));
+  printf("[ info ] joint linear+relu compile: %.1f ms, %zu kernels\n", ms, compiled.fusions.size());
+  ASSERT_TRUE(compiled.forward);
+  ASSERT_TRUE(compiled.backward);
+  EXPECT_EQ(compiled.num_forward_outputs, 1);
+
+  std::vector<float> xs = values(N * I, 14), ws = values(O * I, 15), bs = values(O, 16), gys = values(N * O, 17);
+  std::vector<TensorView> primals = {f32({N, I}, xs), f32({O, I}, ws), f32({O}, bs)};
+  auto fwd = runOk(*compiled.forward, primals);
+  ASSERT_EQ(fwd.size(), static_cast<size_t>(1 + compiled.num_saved));
+
+  // Reference.
+  std::vector<float> zr(N * O), yr(N * O), gzr(N * O), gxr(N * I, 0), gwr(O * I, 0), gbr(O, 0);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      float acc = bs[o];
+      for (int i = 0; i < I; ++i)
+        acc += xs[n * I + i] * ws[o * I + i];
+      zr[n * O + o] = acc;
+      yr[n * O + o] = acc > 0 ? acc : 0;
+      gzr[n * O + o] = acc > 0 ? gys[n * O + o] : 0;
+    }
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      gbr[o] += gzr[n * O + o];
+      for (int i = 0; i < I; ++i) {
+        gxr[n * I + i] += gzr[n * O + o] * ws[o * I + i];
+        gwr[o * I + i] += gzr[n * O + o] * xs[n * I + i];
+      }
+    }
+  expectNear(read<float>(fwd[0]), yr, 1e-4f);
+
+  std::vector<TensorView> bwdIn = primals;
+  bwdIn.insert(bwdIn.end(), fwd.begin() + 1, fwd.end()); // saved
+  bwdIn.push_back(f32({N, O}, gys));
+  auto grads = runOk(*compiled.backward, bwdIn);
+  ASSERT_EQ(grads.size(), 3u);
+  expectNear(read<float>(grads[0]), gxr, 1e-4f);
+  expectNear(read<float>(grads[1]), gwr, 1e-4f);
+  expectNear(read<float>(grads[2]), gbr, 1e-4f);
+
+  // Runs are independent: a second run gives the same answer.
+  auto again = runOk(*compiled.backward, bwdIn);
+  ASSERT_EQ(again.size(), 3u);
+  expectNear(read<float>(again[1]), gwr, 1e-4f);
+}
+
+TEST(codegen_Compile, ResultsMayAliasInputs) {
+  // A transposed parameter returned as is: a view of the input, no copy.
+  GraphMaker m;
+  int w = m.input({2, 3});
+  int wt = m.node(OpKind::Transpose, {w}, {3, 2}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
+  auto compiled = compileOk(m.done({wt, w}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.forward->num_launches(), 0);
+  TensorView in = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto res = runOk(*compiled.forward, {in});
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0].buffer, in.buffer);
+  EXPECT_EQ(read<float>(res[0]), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(codegen_Compile, ErrorsAreMessagesNotCrashes) {
+  { // mismatched run-time input
+    GraphMaker m;
+    int x = m.input({2, 2});
+    auto compiled = compileOk(m.done({m.same(OpKind::Exp, {x})}));
+    ASSERT_TRUE(compiled.forward);
+    std::string error;
+    EXPECT_TRUE(compiled.forward->run({f32({4}, {1, 2, 3, 4})}, &error).empty());
+    EXPECT_NE(error.find("expected float32 [2, 2]"), std::string::npos) << error;
+  }
+  { // a bad graph: operand index out of range
+    GraphMaker m;
+    int x = m.input({2, 2});
+    m.node(OpKind::Add, {x, 42}, {2, 2}, ElementType::F32);
+    codegen::CompiledGraph compiled;
+    std::string error;
+    EXPECT_FALSE(codegen::compileGraph(m.done({x}), {}, &compiled, &error));
+    EXPECT_FALSE(error.empty());
+  }
+}
+
+TEST(codegen_Compile, ConstantsAndScalarInputs) {
+  // y = broadcast(x: rank 0) * 3; the constant itself is also a result.
+  GraphMaker m;
+  int x = m.input({});
+  int c = m.node(OpKind::Constant, {}, {2, 2}, ElementType::F32, [](ir::Node &n) { n.scalar = 3.0; });
+  int xb = m.node(OpKind::Broadcast, {x}, {2, 2}, ElementType::F32);
+  int y = m.same(OpKind::Mul, {xb, c});
+  auto compiled = compileOk(m.done({y, c}));
+  ASSERT_TRUE(compiled.forward);
+  auto res = runOk(*compiled.forward, {f32({}, {1.5f})});
+  ASSERT_EQ(res.size(), 2u);
+  expectNear(read<float>(res[0]), {4.5f, 4.5f, 4.5f, 4.5f});
+  expectNear(read<float>(res[1]), {3, 3, 3, 3});
+}

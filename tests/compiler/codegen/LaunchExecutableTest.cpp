@@ -1,0 +1,236 @@
+// The runtime LaunchExecutable on hand-built launch lists: memory plan
+// (arena reuse, owned results, views alias), packed kernel args, views,
+// reshape copies, GEMM and input checking. No MLIR involved.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kiln/runtime/LaunchExecutable.h"
+
+using namespace kiln;
+using namespace kiln::runtime;
+
+namespace {
+
+/// Reads one rank-1 f32 memref descriptor from packed args starting at `i`.
+struct Memref1 {
+  float *base;
+  int64_t offset, size, stride;
+  float &operator[](int64_t k) const { return base[offset + k * stride]; }
+};
+Memref1 memref1(void **args, int i) {
+  return Memref1{*static_cast<float **>(args[i + 1]), *static_cast<int64_t *>(args[i + 2]),
+                 *static_cast<int64_t *>(args[i + 3]), *static_cast<int64_t *>(args[i + 4])};
+}
+
+/// out[k] = in[k] + 1 (rank-1 memrefs: 5 packed entries each).
+void addOne(void **args) {
+  Memref1 in = memref1(args, 0), out = memref1(args, 5);
+  for (int64_t k = 0; k < in.size; ++k)
+    out[k] = in[k] + 1.0f;
+}
+/// out[k] = in[k] * 2.
+void timesTwo(void **args) {
+  Memref1 in = memref1(args, 0), out = memref1(args, 5);
+  for (int64_t k = 0; k < in.size; ++k)
+    out[k] = in[k] * 2.0f;
+}
+/// out[k] = a[k] + b[k].
+void addTwo(void **args) {
+  Memref1 a = memref1(args, 0), b = memref1(args, 5), out = memref1(args, 10);
+  for (int64_t k = 0; k < a.size; ++k)
+    out[k] = a[k] + b[k];
+}
+
+TensorView makeTensor(std::vector<int64_t> sizes, const std::vector<float> &values) {
+  TensorView v;
+  v.buffer = Buffer::make(values.size() * sizeof(float));
+  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(float));
+  v.sizes = std::move(sizes);
+  v.strides = contiguous_strides(v.sizes);
+  v.dtype = kFloat32;
+  return v;
+}
+
+float at(const TensorView &v, std::vector<int64_t> index) {
+  int64_t off = v.offset;
+  for (size_t d = 0; d < index.size(); ++d)
+    off += index[d] * v.strides[d];
+  return static_cast<const float *>(v.buffer->data())[off];
+}
+
+} // namespace
+
+TEST(codegen_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
+  const int64_t n = 1000; // 4000 bytes -> 4032 aligned
+  LaunchExecutable::Builder b;
+  int x = b.addInput({n}, kFloat32);
+  int a = b.addKernel("add_one", addOne, {x}, {{{n}, kFloat32}})[0];
+  int c = b.addKernel("times_two", timesTwo, {a}, {{{n}, kFloat32}})[0];
+  int d = b.addKernel("add_one", addOne, {c}, {{{n}, kFloat32}})[0];
+  int e = b.addKernel("times_two", timesTwo, {d}, {{{n}, kFloat32}})[0];
+  int f = b.addKernel("add_one", addOne, {e}, {{{n}, kFloat32}})[0];
+  b.setOutputs({f});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+
+  const auto &plans = exe->slot_plans();
+  EXPECT_EQ(plans[f].storage, SlotStorage::Owned);
+  for (int s : {a, c, d, e})
+    EXPECT_EQ(plans[s].storage, SlotStorage::Arena) << exe->describe();
+  // a chain needs only two live intermediates at a time: a/d and c/e share.
+  EXPECT_EQ(exe->arena_bytes(), 2 * 4032) << exe->describe();
+  EXPECT_EQ(exe->unplanned_bytes(), 4 * 4032);
+  EXPECT_EQ(plans[a].arena_offset, plans[d].arena_offset);
+  EXPECT_NE(plans[a].arena_offset, plans[c].arena_offset);
+  EXPECT_EQ(exe->num_launches(), 5);
+
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i)
+    xs[i] = static_cast<float>(i);
+  auto out = exe->run({makeTensor({n}, xs)}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(at(out[0], {i}), ((i + 1) * 2 + 1) * 2 + 1.0f);
+}
+
+TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {
+  // a is used again by the last kernel, so it must not share with c or d.
+  const int64_t n = 64;
+  LaunchExecutable::Builder b;
+  int x = b.addInput({n}, kFloat32);
+  int a = b.addKernel("add_one", addOne, {x}, {{{n}, kFloat32}})[0];
+  int c = b.addKernel("times_two", timesTwo, {a}, {{{n}, kFloat32}})[0];
+  int d = b.addKernel("add_one", addOne, {c}, {{{n}, kFloat32}})[0];
+  int e = b.addKernel("add_two", addTwo, {a, d}, {{{n}, kFloat32}})[0];
+  b.setOutputs({e});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  const auto &plans = exe->slot_plans();
+  EXPECT_NE(plans[a].arena_offset, plans[c].arena_offset);
+  EXPECT_NE(plans[a].arena_offset, plans[d].arena_offset);
+  EXPECT_NE(plans[c].arena_offset, plans[d].arena_offset); // same launch
+  auto out = exe->run({makeTensor({n}, std::vector<float>(n, 1.0f))}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {5}), 2.0f + 5.0f); // a = 2, d = 5
+}
+
+TEST(codegen_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
+  LaunchExecutable::Builder b;
+  int w = b.addInput({4, 8}, kFloat32);
+  int wt = b.addTranspose(w, {1, 0}); // view of an input
+  int flat = b.addReshape(w, {32});   // contiguous input: view at run time
+  int y = b.addKernel("add_one", addOne, {flat}, {{{32}, kFloat32}})[0];
+  int y2 = b.addReshape(y, {8, 4});    // statically a view
+  int yt = b.addTranspose(y2, {1, 0}); // result view -> y escapes
+  int z = b.addKernel("add_one", addOne, {flat}, {{{32}, kFloat32}})[0];
+  int zb = b.addBroadcast(z, {3, 32});                     // arena base, view used later
+  int zr = b.addReshape(b.addTranspose(zb, {1, 0}), {96}); // must copy
+  b.setOutputs({wt, yt, zr});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  const auto &plans = exe->slot_plans();
+  EXPECT_EQ(plans[wt].storage, SlotStorage::View);
+  EXPECT_EQ(plans[y].storage, SlotStorage::Owned) << exe->describe();
+  EXPECT_EQ(plans[y2].storage, SlotStorage::View);
+  EXPECT_EQ(plans[yt].storage, SlotStorage::View);
+  EXPECT_EQ(plans[z].storage, SlotStorage::Arena);
+  EXPECT_EQ(plans[zr].storage, SlotStorage::Owned);
+  EXPECT_GE(plans[z].last_use, plans[zr].def); // the view keeps z alive
+  EXPECT_EQ(exe->num_launches(), 4);           // y, z, the run-time reshape of w, zr
+
+  std::vector<float> ws(32);
+  for (int i = 0; i < 32; ++i)
+    ws[i] = static_cast<float>(i);
+  TensorView win = makeTensor({4, 8}, ws);
+  auto out = exe->run({win}, &error);
+  ASSERT_EQ(out.size(), 3u) << error;
+  EXPECT_EQ(out[0].buffer, win.buffer); // the transposed input aliases it
+  EXPECT_EQ(out[0].strides, (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(at(out[0], {3, 2}), 19.0f);
+  EXPECT_EQ(out[1].sizes, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(at(out[1], {1, 2}), 2 * 4 + 1 + 1.0f); // y2[2][1] = y[9]
+  // zr[i] = zb^T flattened: zb^T is [32, 3] with zb^T[j][k] = z[j].
+  for (int i = 0; i < 96; ++i)
+    EXPECT_EQ(at(out[2], {i}), i / 3 + 1.0f);
+}
+
+TEST(codegen_LaunchExecutable, StridedInputsAndReshapeCopy) {
+  // The input is a transposed view: reshape must copy at run time.
+  LaunchExecutable::Builder b;
+  int x = b.addInput({3, 2}, kFloat32);
+  int r = b.addReshape(x, {6});
+  int y = b.addKernel("add_one", addOne, {r}, {{{6}, kFloat32}})[0];
+  b.setOutputs({y});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  EXPECT_EQ(exe->slot_plans()[r].storage, SlotStorage::Arena);
+
+  TensorView base = makeTensor({2, 3}, {0, 1, 2, 3, 4, 5});
+  TensorView xt = base;
+  xt.sizes = {3, 2};
+  xt.strides = {1, 3}; // x[i][j] = base[j][i]
+  auto out = exe->run({xt}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  const float expect[6] = {0, 3, 1, 4, 2, 5};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(at(out[0], {i}), expect[i] + 1.0f);
+  // The contiguous input gives a view, same answer for its own layout.
+  out = exe->run({makeTensor({3, 2}, {0, 3, 1, 4, 2, 5})}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(at(out[0], {i}), expect[i] + 1.0f);
+}
+
+TEST(codegen_LaunchExecutable, GemmWithTransposedOperand) {
+  LaunchExecutable::Builder b;
+  int x = b.addInput({2, 3}, kFloat32);
+  int w = b.addInput({4, 3}, kFloat32);
+  int y = b.addGemm(x, b.addTranspose(w, {1, 0}));
+  b.setOutputs({y});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  std::vector<float> xs = {1, 2, 3, 4, 5, 6}, ws(12);
+  for (int i = 0; i < 12; ++i)
+    ws[i] = static_cast<float>(i) - 5.0f;
+  auto out = exe->run({makeTensor({2, 3}, xs), makeTensor({4, 3}, ws)}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      float ref = 0;
+      for (int k = 0; k < 3; ++k)
+        ref += xs[i * 3 + k] * ws[j * 3 + k];
+      EXPECT_FLOAT_EQ(at(out[0], {i, j}), ref);
+    }
+}
+
+TEST(codegen_LaunchExecutable, RejectsMismatchedInputs) {
+  LaunchExecutable::Builder b;
+  int x = b.addInput({4, 8}, kFloat32);
+  b.setOutputs({b.addTranspose(x, {1, 0})});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  EXPECT_TRUE(exe->run({makeTensor({8, 4}, std::vector<float>(32))}, &error).empty());
+  EXPECT_NE(error.find("expected float32 [4, 8], got float32 [8, 4]"), std::string::npos) << error;
+  EXPECT_TRUE(exe->run({}, &error).empty());
+  EXPECT_NE(error.find("expected 1 inputs"), std::string::npos) << error;
+  TensorView small = makeTensor({4, 8}, std::vector<float>(32));
+  small.offset = 1; // runs past the end of the buffer
+  EXPECT_TRUE(exe->run({small}, &error).empty());
+  EXPECT_NE(error.find("reaches element"), std::string::npos) << error;
+}
+
+TEST(codegen_LaunchExecutable, BuilderReportsBadShapes) {
+  LaunchExecutable::Builder b;
+  int x = b.addInput({4, 8}, kFloat32);
+  EXPECT_EQ(b.addGemm(x, x), -1);
+  std::string error;
+  EXPECT_FALSE(b.finish(&error));
+  EXPECT_NE(error.find("gemm"), std::string::npos) << error;
+}

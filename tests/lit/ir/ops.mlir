@@ -1,0 +1,109 @@
+// Round trip of every kiln op: print, parse the output again, check it.
+// RUN: kiln-opt %s | kiln-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @constant
+func.func @constant() -> (tensor<4x8xf32>, tensor<3xi64>, tensor<2xi1>, tensor<2xbf16>) {
+  // CHECK: kiln.constant 0.000000e+00 : tensor<4x8xf32>
+  %0 = kiln.constant 0.0 : tensor<4x8xf32>
+  // CHECK: kiln.constant 3.000000e+00 : tensor<3xi64>
+  %1 = kiln.constant 3.0 : tensor<3xi64>
+  // CHECK: kiln.constant 1.000000e+00 : tensor<2xi1>
+  %2 = kiln.constant 1.0 : tensor<2xi1>
+  // CHECK: kiln.constant -2.500000e-01 : tensor<2xbf16>
+  %3 = kiln.constant -0.25 : tensor<2xbf16>
+  return %0, %1, %2, %3 : tensor<4x8xf32>, tensor<3xi64>, tensor<2xi1>, tensor<2xbf16>
+}
+
+// CHECK-LABEL: func.func @binary
+func.func @binary(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: kiln.add %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %0 = kiln.add %a, %b : tensor<4x8xf32>
+  // CHECK: kiln.sub
+  %1 = kiln.sub %0, %b : tensor<4x8xf32>
+  // CHECK: kiln.mul
+  %2 = kiln.mul %1, %b : tensor<4x8xf32>
+  // CHECK: kiln.div
+  %3 = kiln.div %2, %b : tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @unary
+func.func @unary(%a: tensor<4x8xf16>, %i: tensor<3xi64>) -> (tensor<4x8xf16>, tensor<3xi64>) {
+  // CHECK: kiln.neg %{{.*}} : tensor<4x8xf16>
+  %0 = kiln.neg %a : tensor<4x8xf16>
+  // CHECK: kiln.exp
+  %1 = kiln.exp %0 : tensor<4x8xf16>
+  // CHECK: kiln.log
+  %2 = kiln.log %1 : tensor<4x8xf16>
+  // CHECK: kiln.relu
+  %3 = kiln.relu %2 : tensor<4x8xf16>
+  // CHECK: kiln.neg %{{.*}} : tensor<3xi64>
+  %4 = kiln.neg %i : tensor<3xi64>
+  return %3, %4 : tensor<4x8xf16>, tensor<3xi64>
+}
+
+// CHECK-LABEL: func.func @compare_select_convert
+func.func @compare_select_convert(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  // CHECK: %[[C:.*]] = kiln.compare lt, %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %c = kiln.compare lt, %a, %b : tensor<4x8xf32>
+  // CHECK: kiln.compare ge
+  %d = kiln.compare ge, %a, %b : tensor<4x8xf32>
+  // CHECK: %[[S:.*]] = kiln.select %[[C]], %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %s = kiln.select %c, %a, %b : tensor<4x8xf32>
+  // CHECK: kiln.convert %[[S]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %t = kiln.convert %s : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %t : tensor<4x8xbf16>
+}
+
+// CHECK-LABEL: func.func @matmul
+func.func @matmul(%a: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %0 = kiln.matmul %a, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// CHECK-LABEL: func.func @layout
+func.func @layout(%a: tensor<4x8xf32>, %v: tensor<8xf32>) -> (tensor<8x4xf32>, tensor<3x4x8xf32>, tensor<32xf32>) {
+  // CHECK: kiln.transpose %{{.*}} [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %0 = kiln.transpose %a [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  // CHECK: kiln.broadcast %{{.*}} : tensor<8xf32> -> tensor<3x4x8xf32>
+  %1 = kiln.broadcast %v : tensor<8xf32> -> tensor<3x4x8xf32>
+  // CHECK: kiln.reshape %{{.*}} : tensor<4x8xf32> -> tensor<32xf32>
+  %2 = kiln.reshape %a : tensor<4x8xf32> -> tensor<32xf32>
+  return %0, %1, %2 : tensor<8x4xf32>, tensor<3x4x8xf32>, tensor<32xf32>
+}
+
+// CHECK-LABEL: func.func @reduce
+func.func @reduce(%a: tensor<2x4x8xf32>) -> (tensor<4xf32>, tensor<2x4xf32>) {
+  // CHECK: kiln.reduce_sum %{{.*}} [0, 2] : tensor<2x4x8xf32> -> tensor<4xf32>
+  %0 = kiln.reduce_sum %a [0, 2] : tensor<2x4x8xf32> -> tensor<4xf32>
+  // CHECK: kiln.reduce_max %{{.*}} [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %1 = kiln.reduce_max %a [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @fusion
+func.func @fusion(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  // CHECK: kiln.fusion "fusion_0"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4x8xf32>):
+  // CHECK: kiln.yield %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4x8xf32>
+  %r:2 = kiln.fusion "fusion_0" (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
+    %one = kiln.constant 1.0 : tensor<4x8xf32>
+    %0 = kiln.add %x, %y : tensor<4x8xf32>
+    %1 = kiln.mul %0, %one : tensor<4x8xf32>
+    %2 = kiln.reduce_sum %1 [1] : tensor<4x8xf32> -> tensor<4xf32>
+    kiln.yield %2, %1 : tensor<4xf32>, tensor<4x8xf32>
+  }
+  return %r#0, %r#1 : tensor<4xf32>, tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @empty_fusion
+func.func @empty_fusion() -> tensor<4xf32> {
+  // CHECK: kiln.fusion "fusion_1"() : () -> tensor<4xf32>
+  %r = kiln.fusion "fusion_1" () : () -> tensor<4xf32> {
+    %c = kiln.constant 2.0 : tensor<4xf32>
+    kiln.yield %c : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
