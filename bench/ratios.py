@@ -13,7 +13,9 @@ import sys
 def main(path):
     with open(path) as f:
         runs = json.load(f)["benchmarks"]
-    times = {r["name"]: r["real_time"] for r in runs if r.get("run_type", "iteration") == "iteration"}
+    # With --benchmark_repetitions, compare the medians; otherwise the single runs.
+    medians = {r["run_name"]: r["real_time"] for r in runs if r.get("aggregate_name") == "median"}
+    times = medians or {r["name"]: r["real_time"] for r in runs if r.get("run_type", "iteration") == "iteration"}
     print(f"{'benchmark':40s} {'eager':>12s} {'compiled':>12s} {'eager/compiled':>15s}")
     for name, t in sorted(times.items()):
         if "Eager" not in name:

@@ -126,7 +126,9 @@ std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, 
   artifact->output_types = {output.dtype()};
 
   codegen::CompileOptions copts;
-  copts.dump_ir_dir = options.dump_ir_dir;
+  // One folder per compiled graph: <dir>/<Module>-<n>/NN-<stage>.mlir.
+  if (!options.dump_ir_dir.empty())
+    copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
   std::string error;
   auto start = std::chrono::steady_clock::now();
   bool ok = codegen::compileGraph(graph, copts, &artifact->graph, &error);
