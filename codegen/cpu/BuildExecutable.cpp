@@ -20,6 +20,10 @@ FailureOr<DType> dtypeOf(Type element) {
     return DType::Int64;
   if (element.isInteger(1))
     return DType::Bool;
+  if (element.isF64())
+    return DType::Float64;
+  if (element.isInteger(32))
+    return DType::Int32;
   return failure();
 }
 

@@ -78,6 +78,8 @@ bool Tensor::is_contiguous() const {
 template <class T> static constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return kFloat32; }
 template <> constexpr DType dtype_of<int64_t>() { return kInt64; }
+template <> constexpr DType dtype_of<double>() { return kFloat64; }
+template <> constexpr DType dtype_of<int32_t>() { return kInt32; }
 template <> constexpr DType dtype_of<uint8_t>() { return kBool; }
 template <> constexpr DType dtype_of<uint16_t>() { return kFloat16; }
 
@@ -90,6 +92,8 @@ template <class T> T *Tensor::data_ptr() const {
 }
 template float *Tensor::data_ptr<float>() const;
 template int64_t *Tensor::data_ptr<int64_t>() const;
+template double *Tensor::data_ptr<double>() const;
+template int32_t *Tensor::data_ptr<int32_t>() const;
 template uint8_t *Tensor::data_ptr<uint8_t>() const;
 template uint16_t *Tensor::data_ptr<uint16_t>() const;
 
@@ -153,7 +157,7 @@ void Tensor::set_grad(const Tensor &g) const {
   impl_->autograd.grad = std::make_shared<Tensor>(g);
 }
 
-void Tensor::backward(const Tensor &gradient) const {
+void Tensor::backward(const Tensor &gradient, bool retain_graph) const {
   KILN_CHECK(requires_grad(), "backward: tensor does not require grad and has no grad_fn; did you call "
              "requires_grad_() on the parameters or run under NoGradGuard?");
   Tensor g = gradient;
@@ -164,8 +168,25 @@ void Tensor::backward(const Tensor &gradient) const {
   }
   KILN_CHECK(g.sizes() == sizes(), "backward: gradient shape ", shape_str(g.sizes()),
              " does not match output shape ", shape_str(sizes()));
-  autograd::backward({*this}, {g});
+  autograd::backward({*this}, {g}, retain_graph);
 }
+
+void Tensor::register_hook(std::function<Tensor(const Tensor &)> hook) const {
+  KILN_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  if (is_leaf())
+    autograd::grad_accumulator(*this)->hooks.push_back(std::move(hook));
+  else
+    grad_fn()->pre_hooks.emplace_back(impl_->autograd.output_nr, std::move(hook));
+}
+
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor &)> hook) const {
+  KILN_CHECK(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook: only leaf tensors that require "
+             "grad accumulate gradients; got ", is_leaf() ? "a leaf without requires_grad" : "a non-leaf tensor");
+  autograd::grad_accumulator(*this)->post_hooks.push_back(std::move(hook));
+}
+
+uint64_t Tensor::_version() const { return checked().storage->version.load(); }
+void Tensor::bump_version() const { ++checked().storage->version; }
 
 Tensor Tensor::detach() const {
   const auto &i = checked();
@@ -207,6 +228,7 @@ static void check_inplace(const Tensor &t, const char *op) {
              ": in-place update of a tensor that requires grad; wrap it in kiln::NoGradGuard "
              "(as optimizers do) or use the out-of-place op");
   trace::unsupported(op);
+  t.bump_version();
 }
 
 /// Applies f(double current, double other) -> double elementwise in place.

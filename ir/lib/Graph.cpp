@@ -57,6 +57,10 @@ const char *toString(ElementType type) {
     return "i64";
   case ElementType::Bool:
     return "bool";
+  case ElementType::F64:
+    return "f64";
+  case ElementType::I32:
+    return "i32";
   }
   return "<unknown ElementType>";
 }

@@ -54,6 +54,10 @@ mlir::Type GraphBuilder::elementType(ElementType type) {
     return builder_.getI64Type();
   case ElementType::Bool:
     return builder_.getI1Type();
+  case ElementType::F64:
+    return builder_.getF64Type();
+  case ElementType::I32:
+    return builder_.getI32Type();
   }
   return nullptr;
 }

@@ -14,6 +14,8 @@ const char *dtype_name(DType t) {
   case DType::BFloat16: return "bfloat16";
   case DType::Int64: return "int64";
   case DType::Bool: return "bool";
+  case DType::Float64: return "float64";
+  case DType::Int32: return "int32";
   }
   return "unknown";
 }

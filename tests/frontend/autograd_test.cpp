@@ -72,7 +72,11 @@ TEST_F(GradCheck, ToHalfAndBack) {
   // A rounding step has derivative 1 almost everywhere; a wide eps (0.05,
   // against a float16 spacing <= 2^-9 here) averages over the rounding.
   expect_gradients_match([](const TL &x) { return x[0].to(kFloat16).to(kFloat32) * 1.0; },
-                         {tensor({0.5f, 1.f, 1.5f}, {3})}, 0.05, 5e-2);
+                         {tensor({0.5f, 1.f, 1.5f}, {3})}, 0.05, 5e-2, /*in_float64=*/false);
+}
+TEST_F(GradCheck, Float32PathAgreesToo) {
+  expect_gradients_match([](const TL &x) { return log(x[0]) * x[1]; }, {positive({4}), randn({4})}, 1e-3, 1e-2,
+                         /*in_float64=*/false);
 }
 TEST_F(GradCheck, LogSoftmax) {
   expect_gradients_match([](const TL &x) { return nn::functional::log_softmax(x[0], 1); }, {randn({3, 5})});
@@ -145,6 +149,109 @@ TEST(Autograd, GradFnNames) {
   EXPECT_EQ(x.exp().grad_fn()->name(), "ExpBackward");
   EXPECT_TRUE(x.is_leaf());
   EXPECT_FALSE(x.exp().is_leaf());
+}
+
+TEST(Autograd, SecondBackwardThroughFreedGraphThrows) {
+  Tensor x = tensor({2.f}, {1}).requires_grad_();
+  Tensor y = (x.exp() * x).sum();
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "expected kiln::Error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, RetainGraphAllowsSecondBackward) {
+  Tensor x = tensor({2.f}, {1}).requires_grad_();
+  Tensor y = (x * x).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{8}));  // 2 * 2x
+}
+
+TEST(Autograd, InplaceModificationOfSavedTensorThrows) {
+  Tensor x = tensor({1.f, 2.f}, {2}).requires_grad_();
+  Tensor a = x * 1.0;  // non-leaf
+  Tensor y = (a * a).sum();  // saves a
+  {
+    NoGradGuard g;
+    a.detach().mul_(2.0);  // writes a's storage through a view
+  }
+  try {
+    y.backward();
+    FAIL() << "expected kiln::Error";
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("modified by an inplace operation"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MulBackward"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("version 1; expected version 0"), std::string::npos) << msg;
+  }
+}
+
+TEST(Autograd, VersionCounterCountsInPlaceWrites) {
+  Tensor x = zeros({3});
+  EXPECT_EQ(x._version(), 0u);
+  x.add_(ones({3}));
+  x.view({3, 1}).mul_(2.0);  // views share the counter
+  EXPECT_EQ(x._version(), 2u);
+}
+
+TEST(Autograd, HooksOnLeafAndNonLeaf) {
+  Tensor x = tensor({1.f, 2.f}, {2}).requires_grad_();
+  Tensor h = x * 3.0;
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor &g) {
+    seen = values(g);
+    return g * 10.0;  // replaces the gradient flowing further
+  });
+  x.register_hook([](const Tensor &g) { return g + 1.0; });
+  int post_calls = 0;
+  x.register_post_accumulate_grad_hook([&](const Tensor &p) {
+    ++post_calls;
+    EXPECT_TRUE(p.grad().defined());
+  });
+  h.sum().backward();
+  EXPECT_EQ(seen, (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{31, 31}));  // 1*10*3 + 1
+  EXPECT_EQ(post_calls, 1);
+  EXPECT_THROW(ones({1}).register_hook([](const Tensor &g) { return g; }), Error);
+}
+
+TEST(Autograd, CheckpointRecomputesAndMatchesPlainGradients) {
+  manual_seed(3);
+  auto lin = std::make_shared<nn::Linear>(4, 3);
+  Tensor x = randn({2, 4});
+  auto fn = [&](const TL &in) { return relu(lin->forward(in[0])).exp(); };
+  Tensor xa = x.clone().requires_grad_(), xb = x.clone().requires_grad_();
+  fn({xa}).sum().backward();
+  std::vector<double> wa = values(lin->weight.grad()), gxa = values(xa.grad());
+  lin->zero_grad();
+  int calls = 0;
+  Tensor out = autograd::checkpoint([&](const TL &in) { ++calls; return fn(in); }, {xb});
+  EXPECT_EQ(calls, 1);
+  out.sum().backward();
+  EXPECT_EQ(calls, 2);  // recomputed in backward
+  EXPECT_EQ(values(lin->weight.grad()), wa);
+  EXPECT_EQ(values(xb.grad()), gxa);
+}
+
+TEST(Autograd, CheckpointReplaysRandomDraws) {
+  Tensor x = ones({5}).requires_grad_();
+  std::vector<double> forward_noise, backward_noise;
+  int calls = 0;
+  Tensor out = autograd::checkpoint(
+      [&](const TL &in) {
+        Tensor noise = rand({5});
+        (calls++ == 0 ? forward_noise : backward_noise) = values(noise);
+        return in[0] * noise;
+      },
+      {x});
+  rand({7});  // the generator moves on between forward and backward
+  out.sum().backward();
+  EXPECT_EQ(forward_noise, backward_noise);
+  EXPECT_EQ(values(x.grad()), forward_noise);
 }
 
 }  // namespace

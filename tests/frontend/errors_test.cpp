@@ -23,7 +23,7 @@ std::vector<BadCase> cases() {
       {"sub shape mismatch", [] { sub(ones({3}), ones({2})); }, {"sub", "[3]", "[2]"}},
       {"mul shape mismatch", [] { mul(ones({2, 2}), ones({3, 2})); }, {"mul", "[2, 2]", "[3, 2]"}},
       {"div shape mismatch", [] { div(ones({5}), ones({4})); }, {"div", "[5]", "[4]"}},
-      {"add bool", [] { add(gt(ones({2}), zeros({2})), ones({2})); }, {"add", "bool"}},
+      {"add two bools", [] { add(gt(ones({2}), zeros({2})), lt(ones({2}), zeros({2}))); }, {"add", "two bool"}},
       {"neg bool", [] { neg(gt(ones({2}), zeros({2}))); }, {"neg", "bool"}},
       {"add undefined", [] { add(Tensor(), ones({2})); }, {"add", "undefined"}},
       {"matmul inner dims", [] { matmul(ones({2, 3}), ones({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]", "3 != 4"}},

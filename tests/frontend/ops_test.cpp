@@ -8,6 +8,7 @@
 namespace kiln {
 namespace {
 
+std::vector<double> values(const Tensor &t) { return t.to_vector<double>(); }
 std::vector<double> v(const Tensor &t) { return t.to_vector<double>(); }
 
 TEST(Ops, ArithmeticWithBroadcast) {
@@ -118,6 +119,38 @@ TEST(Ops, InPlaceUpdates) {
   EXPECT_EQ(v(a), (std::vector<double>{6, 6, 6}));
   a.copy_(tensor({1.f, 2.f, 3.f}, {3}));
   EXPECT_EQ(v(a), (std::vector<double>{1, 2, 3}));
+}
+
+TEST(Ops, TypePromotionTable) {
+  EXPECT_EQ(promote_types(kInt32, kInt64), kInt64);
+  EXPECT_EQ(promote_types(kInt32, kFloat16), kFloat16);
+  EXPECT_EQ(promote_types(kFloat16, kBFloat16), kFloat32);
+  EXPECT_EQ(promote_types(kFloat32, kFloat64), kFloat64);
+  EXPECT_EQ(promote_types(kBool, kInt32), kInt32);
+  EXPECT_EQ(promote_types(kBool, kBool), kBool);
+  EXPECT_EQ(promote_types(kInt64, kFloat32), kFloat32);
+  Tensor i32 = ones({2}, kInt32);
+  EXPECT_EQ((i32 + i32).dtype(), kInt32);
+  EXPECT_EQ((i32 + 1.0).dtype(), kInt32);  // a Python number keeps the dtype
+  EXPECT_EQ((i32 + ones({2}, kInt64)).dtype(), kInt64);
+  EXPECT_EQ((ones({2}, kFloat16) * 2.0).dtype(), kFloat16);
+  EXPECT_EQ((ones({2}, kFloat16) + ones({2}, kBFloat16)).dtype(), kFloat32);
+  EXPECT_EQ((ones({2}) + ones({2}, kFloat64)).dtype(), kFloat64);
+  EXPECT_EQ((gt(ones({2}), zeros({2})) + ones({2})).dtype(), kFloat32);
+  EXPECT_EQ(ones({2}, kInt32).sum().dtype(), kInt64);
+}
+
+TEST(Ops, Float64AndInt32Kernels) {
+  Tensor d = tensor({1.f, 2.f, 3.f}, {3}).to(kFloat64);
+  Tensor third = d / 3.0;
+  EXPECT_EQ(third.dtype(), kFloat64);
+  EXPECT_DOUBLE_EQ(values(third)[0], 1.0 / 3.0);  // float64 precision, not float32
+  EXPECT_DOUBLE_EQ(values(exp(d))[1], std::exp(2.0));
+  EXPECT_DOUBLE_EQ(values(matmul(d.unsqueeze(0), d.unsqueeze(1)))[0], 14.0);
+  Tensor i = tensor(std::vector<int64_t>{7, -3}, {2}).to(kInt32);
+  EXPECT_EQ(values(i * i), (std::vector<double>{49, 9}));
+  EXPECT_EQ(values(i.amax()), (std::vector<double>{7}));
+  EXPECT_EQ(i.to(kInt32).impl()->storage->nbytes(), 8u);
 }
 
 }  // namespace

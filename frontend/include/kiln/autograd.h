@@ -29,6 +29,10 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
+/// A gradient hook: receives the gradient, returns a replacement (or an
+/// undefined Tensor to keep it unchanged).
+using GradHook = std::function<Tensor(const Tensor &)>;
+
 /// A backward function. apply() takes one gradient per forward output (an
 /// undefined Tensor means zero) and returns one per next_edge.
 struct Node : std::enable_shared_from_this<Node> {
@@ -36,23 +40,47 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual ~Node() = default;
   virtual TensorList apply(const TensorList &grad_outputs) = 0;
   virtual std::string name() const = 0;
+  /// Frees saved tensors after a backward pass without retain_graph.
+  virtual void release_saved() {}
   /// Number of forward outputs this node receives gradients for.
   int num_outputs = 1;
   std::vector<Edge> next_edges;
+  /// Hooks on the gradient of forward output `first` (Tensor::register_hook
+  /// on a non-leaf), applied before apply().
+  std::vector<std::pair<int, GradHook>> pre_hooks;
   /// Creation order; later nodes run first on ties (as PyTorch).
   uint64_t sequence_nr;
 };
 
-/// A Node whose backward is a lambda (most ops).
+/// A tensor saved for backward together with the write version of its
+/// storage. unpack() throws PyTorch's "modified by an inplace operation"
+/// error if the storage was written since.
+class SavedTensor {
+public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor &t);
+  /// The saved tensor; throws kiln::Error naming `node` on a version mismatch.
+  Tensor unpack(const std::string &node) const;
+
+private:
+  Tensor tensor_;
+  uint64_t version_ = 0;
+};
+
+/// A Node whose backward is a lambda (most ops). The lambda receives the
+/// output gradients and the unpacked saved tensors (in the order given).
 struct FunctionNode : Node {
-  using Fn = std::function<TensorList(const TensorList &)>;
-  FunctionNode(std::string name, Fn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
-  TensorList apply(const TensorList &g) override { return fn_(g); }
+  using Fn = std::function<TensorList(const TensorList &grads, const TensorList &saved)>;
+  FunctionNode(std::string name, Fn fn, const TensorList &saved);
+  TensorList apply(const TensorList &g) override;
   std::string name() const override { return name_; }
+  void release_saved() override;
 
 private:
   std::string name_;
   Fn fn_;
+  std::vector<SavedTensor> saved_;
+  bool released_ = false;
 };
 
 /// Accumulates into a leaf's .grad() (or into a capture slot during grad()).
@@ -61,6 +89,10 @@ struct AccumulateGrad : Node {
   TensorList apply(const TensorList &g) override;
   std::string name() const override { return "AccumulateGrad"; }
   std::weak_ptr<TensorImpl> leaf;
+  /// Tensor::register_hook on the leaf: applied before accumulation.
+  std::vector<GradHook> hooks;
+  /// Tensor::register_post_accumulate_grad_hook: called after .grad is updated.
+  std::vector<std::function<void(const Tensor &)>> post_hooks;
 };
 
 /// Whether ops record autograd history (thread-local; default true).
@@ -99,19 +131,34 @@ Edge gradient_edge(const Tensor &t);
 /// its next_edges at `inputs`. Call only when any_requires_grad(inputs).
 void set_history(const TensorList &outputs, const std::shared_ptr<Node> &node,
                  const TensorList &inputs);
-/// Convenience: records a FunctionNode named `name` for one output.
-void record(const Tensor &output, const char *name, const TensorList &inputs,
+/// Records a FunctionNode named `name` as the producer of `output`, saving
+/// `saved` (version-checked) for `backward(grads, saved)`. To save an op's own
+/// output, pass output.detach() (no reference cycle, same storage version).
+void record(const Tensor &output, const char *name, const TensorList &inputs, const TensorList &saved,
             FunctionNode::Fn backward);
+
+/// The AccumulateGrad node of a leaf that requires grad (created on demand).
+std::shared_ptr<AccumulateGrad> grad_accumulator(const Tensor &leaf);
 
 /// Runs backward from `roots` with `grad_roots` and accumulates into the
 /// .grad() of reachable leaves (Tensor::backward is this with one root).
-void backward(const TensorList &roots, const TensorList &grad_roots);
+/// Saved tensors are freed afterwards unless retain_graph; a second backward
+/// through a freed graph throws kiln::Error.
+void backward(const TensorList &roots, const TensorList &grad_roots, bool retain_graph = false);
 
 /// Gradients of `outputs` w.r.t. `inputs` without touching any .grad()
 /// (torch.autograd.grad). Inputs must require grad; an input the outputs do
 /// not depend on gets an undefined Tensor (allow_unused semantics).
-TensorList grad(const TensorList &outputs, const TensorList &grad_outputs,
-                const TensorList &inputs);
+TensorList grad(const TensorList &outputs, const TensorList &grad_outputs, const TensorList &inputs,
+                bool retain_graph = false);
+
+/// Activation checkpointing (torch.utils.checkpoint, Chen et al. 2016,
+/// "Training deep nets with sublinear memory cost"): runs fn(inputs) without
+/// recording a graph, and in backward re-runs it with grad enabled (with the
+/// default generator restored to its state at the forward, so random ops
+/// draw the same numbers) and backpropagates through the recomputation.
+/// Gradients reach `inputs` and any parameters fn uses.
+Tensor checkpoint(const std::function<Tensor(const TensorList &)> &fn, const TensorList &inputs);
 
 }  // namespace kiln::autograd
 

@@ -82,6 +82,11 @@ Tensor argmax(const Tensor &a, int64_t dim, bool keepdim = false);
 /// float32 only (oneDNN sgemm).
 Tensor matmul(const Tensor &a, const Tensor &b);
 
+// ---- dtypes -------------------------------------------------------------------
+/// PyTorch's type promotion for two tensor dtypes: bool < integers < floats;
+/// int32+int64 -> int64; float16+bfloat16 -> float32; anything+float64 -> float64.
+DType promote_types(DType a, DType b);
+
 // ---- layout -------------------------------------------------------------------
 /// Broadcast shape of two shapes (NumPy rules); throws naming `op` if incompatible.
 Shape broadcast_shapes(const Shape &a, const Shape &b, const char *op);

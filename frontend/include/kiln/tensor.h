@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
@@ -100,7 +101,20 @@ public:
   bool is_leaf() const { return grad_fn() == nullptr; }
   /// Computes d(this)/d(leaves) and accumulates into their .grad().
   /// `gradient` defaults to ones for a one-element tensor; required otherwise.
-  void backward(const Tensor &gradient = Tensor()) const;
+  /// The graph's saved tensors are freed unless retain_graph (a second
+  /// backward through it then throws kiln::Error).
+  void backward(const Tensor &gradient = Tensor(), bool retain_graph = false) const;
+  /// Registers hook(grad) -> new grad (or undefined to keep it), called when
+  /// this tensor's gradient is computed (torch.Tensor.register_hook).
+  /// Throws if the tensor does not require grad.
+  void register_hook(std::function<Tensor(const Tensor &)> hook) const;
+  /// Leaves only: hook(param) called after .grad() was accumulated
+  /// (torch.Tensor.register_post_accumulate_grad_hook; DDP uses it).
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor &)> hook) const;
+  /// Write version of the storage (bumped by in-place ops), as torch's _version.
+  uint64_t _version() const;
+  /// Marks an in-place write (for kernels that write through data_ptr).
+  void bump_version() const;
   /// A tensor sharing storage with no autograd history.
   Tensor detach() const;
 

@@ -8,6 +8,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 
 namespace kiln::autograd {
 namespace {
@@ -24,21 +25,14 @@ Tensor accumulate(const Tensor &acc, const Tensor &g) {
   return acc + g;
 }
 
-std::shared_ptr<Node> grad_accumulator(const Tensor &leaf) {
-  auto &meta = leaf.impl()->autograd;
-  if (auto existing = meta.grad_accumulator.lock()) return existing;
-  auto node = std::make_shared<AccumulateGrad>(std::weak_ptr<TensorImpl>(leaf.impl_ptr()));
-  meta.grad_accumulator = node;
-  return node;
-}
-
 /// Runs the graph below `roots`. Gradients reaching leaves go to AccumulateGrad.
-void run_backward(const TensorList &roots, const TensorList &grad_roots) {
+void run_backward(const TensorList &roots, const TensorList &grad_roots, bool retain_graph) {
   // Build the graph task: count how many gradients each node will receive.
   std::unordered_map<Node *, int> dependencies;
   std::vector<Node *> stack;
   std::unordered_set<Node *> seen;
-  auto graph_root = std::make_shared<FunctionNode>("GraphRoot", [](const TensorList &g) { return g; });
+  auto graph_root = std::make_shared<FunctionNode>(
+      "GraphRoot", [](const TensorList &g, const TensorList &) { return g; }, TensorList{});
   for (const Tensor &r : roots) graph_root->next_edges.push_back(gradient_edge(r));
   stack.push_back(graph_root.get());
   seen.insert(graph_root.get());
@@ -76,6 +70,9 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots) {
     TensorList inputs = std::move(buffers[node.get()]);
     buffers.erase(node.get());
     inputs.resize(node->num_outputs);
+    for (auto &[index, hook] : node->pre_hooks)
+      if (inputs[index].defined())
+        if (Tensor replaced = hook(inputs[index]); replaced.defined()) inputs[index] = replaced;
     bool any = false;
     for (const Tensor &t : inputs) any |= t.defined();
     if (!any) {  // nothing flows: propagate "no gradient" to unblock dependents
@@ -83,6 +80,7 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots) {
       continue;
     }
     TensorList outputs = node->apply(inputs);
+    if (!retain_graph) node->release_saved();
     KILN_CHECK(outputs.size() == node->next_edges.size(), "backward: ", node->name(), " returned ",
                outputs.size(), " gradients, expected ", node->next_edges.size());
     deliver(outputs, node->next_edges);
@@ -93,23 +91,69 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots) {
 
 Node::Node() : sequence_nr(next_sequence_nr++) {}
 
+std::shared_ptr<AccumulateGrad> grad_accumulator(const Tensor &leaf) {
+  auto &meta = leaf.impl()->autograd;
+  if (auto existing = meta.grad_accumulator.lock()) return std::static_pointer_cast<AccumulateGrad>(existing);
+  auto node = std::make_shared<AccumulateGrad>(std::weak_ptr<TensorImpl>(leaf.impl_ptr()));
+  meta.grad_accumulator = node;
+  return node;
+}
+
+SavedTensor::SavedTensor(const Tensor &t) : tensor_(t), version_(t.defined() ? t._version() : 0) {}
+
+Tensor SavedTensor::unpack(const std::string &node) const {
+  if (tensor_.defined() && tensor_._version() != version_)
+    throw Error("backward: one of the variables needed for gradient computation has been modified by an "
+                "inplace operation: [" + std::string(dtype_name(tensor_.dtype())) + " " + shape_str(tensor_.sizes()) +
+                "], which is output 0 of " + node + ", is at version " + std::to_string(tensor_._version()) +
+                "; expected version " + std::to_string(version_) +
+                " instead. Avoid modifying tensors in place between the forward and backward pass (use an "
+                "out-of-place op or clone() first)");
+  return tensor_;
+}
+
+FunctionNode::FunctionNode(std::string name, Fn fn, const TensorList &saved) : name_(std::move(name)), fn_(std::move(fn)) {
+  for (const Tensor &t : saved) saved_.emplace_back(t);
+}
+
+TensorList FunctionNode::apply(const TensorList &g) {
+  KILN_CHECK(!released_, "backward: trying to backward through the graph a second time (or directly access saved "
+             "tensors after they have already been freed) at ", name_, ". Saved intermediate values of the graph are "
+             "freed when you call backward() or autograd::grad(). Pass retain_graph=true to the first call if you "
+             "need to backward through the graph a second time");
+  TensorList saved;
+  saved.reserve(saved_.size());
+  for (const SavedTensor &s : saved_) saved.push_back(s.unpack(name_));
+  return fn_(g, saved);
+}
+
+void FunctionNode::release_saved() {
+  if (saved_.empty()) return;  // nothing saved: running again is harmless
+  saved_.clear();
+  released_ = true;
+}
+
 bool GradMode::is_enabled() { return grad_mode_enabled; }
 void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
 
 TensorList AccumulateGrad::apply(const TensorList &g) {
   auto impl = leaf.lock();
   if (!impl || !g[0].defined()) return {};
+  Tensor grad = g[0];
+  for (const GradHook &hook : hooks)
+    if (Tensor replaced = hook(grad); replaced.defined()) grad = replaced;
   if (capture) {
     Tensor &slot = (*capture)[impl.get()];
-    slot = accumulate(slot, g[0]);
+    slot = accumulate(slot, grad);
     return {};
   }
   Tensor t(impl);
-  KILN_CHECK(g[0].sizes() == t.sizes(), "backward: gradient of shape ", shape_str(g[0].sizes()),
+  KILN_CHECK(grad.sizes() == t.sizes(), "backward: gradient of shape ", shape_str(grad.sizes()),
              " for a leaf of shape ", shape_str(t.sizes()));
   Tensor old = t.grad();
   // detach: .grad never carries history (no create_graph support yet).
-  t.set_grad(old.defined() ? (old + g[0]).detach() : g[0].detach());
+  t.set_grad(old.defined() ? (old + grad).detach() : grad.detach());
+  for (const auto &hook : post_hooks) hook(t);
   return {};
 }
 
@@ -138,19 +182,29 @@ void set_history(const TensorList &outputs, const std::shared_ptr<Node> &node, c
   }
 }
 
-void record(const Tensor &output, const char *name, const TensorList &inputs, FunctionNode::Fn backward) {
-  set_history({output}, std::make_shared<FunctionNode>(name, std::move(backward)), inputs);
+void record(const Tensor &output, const char *name, const TensorList &inputs, const TensorList &saved,
+            FunctionNode::Fn backward) {
+  set_history({output}, std::make_shared<FunctionNode>(name, std::move(backward), saved), inputs);
 }
 
-void backward(const TensorList &roots, const TensorList &grad_roots) {
+void backward(const TensorList &roots, const TensorList &grad_roots, bool retain_graph) {
   KILN_CHECK(roots.size() == grad_roots.size(), "backward: ", roots.size(), " outputs but ",
              grad_roots.size(), " gradients");
   // Backward formulas never build a graph of their own (no create_graph).
   NoGradGuard no_grad;
-  run_backward(roots, grad_roots);
+  auto *prev = capture;
+  capture = nullptr;  // a nested backward (checkpoint) accumulates into .grad
+  try {
+    run_backward(roots, grad_roots, retain_graph);
+  } catch (...) {
+    capture = prev;
+    throw;
+  }
+  capture = prev;
 }
 
-TensorList grad(const TensorList &outputs, const TensorList &grad_outputs, const TensorList &inputs) {
+TensorList grad(const TensorList &outputs, const TensorList &grad_outputs, const TensorList &inputs,
+                bool retain_graph) {
   KILN_CHECK(outputs.size() == grad_outputs.size(), "autograd::grad: ", outputs.size(), " outputs but ",
              grad_outputs.size(), " grad_outputs");
   for (const Tensor &in : inputs) {
@@ -163,7 +217,7 @@ TensorList grad(const TensorList &outputs, const TensorList &grad_outputs, const
   capture = &slots;
   try {
     NoGradGuard no_grad;
-    run_backward(outputs, grad_outputs);
+    run_backward(outputs, grad_outputs, retain_graph);
   } catch (...) {
     capture = prev;
     throw;
@@ -175,6 +229,49 @@ TensorList grad(const TensorList &outputs, const TensorList &grad_outputs, const
     result.push_back(it == slots.end() ? Tensor() : it->second);
   }
   return result;
+}
+
+Tensor checkpoint(const std::function<Tensor(const TensorList &)> &fn, const TensorList &inputs) {
+  Generator &gen = default_generator();
+  const uint64_t seed = gen.seed(), offset = gen.offset();
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = fn(inputs);
+  }
+  KILN_CHECK(out.defined(), "checkpoint: fn returned an undefined tensor");
+  if (!GradMode::is_enabled()) return out;
+  // Gradients may also flow to parameters inside fn, so the node is recorded
+  // whenever grad mode is on; its edges cover the explicit inputs.
+  auto node = std::make_shared<FunctionNode>(
+      "CheckpointBackward",
+      [fn, seed, offset](const TensorList &g, const TensorList &saved) -> TensorList {
+        TensorList detached;
+        for (const Tensor &in : saved) {
+          Tensor d = in.detach();
+          if (in.requires_grad()) d.requires_grad_(true);
+          detached.push_back(d);
+        }
+        Generator &gen = default_generator();
+        const uint64_t seed_now = gen.seed(), offset_now = gen.offset();
+        gen.manual_seed(seed);
+        gen.set_offset(offset);
+        Tensor recomputed;
+        {
+          EnableGradGuard enable;
+          recomputed = fn(detached);
+        }
+        gen.manual_seed(seed_now);
+        gen.set_offset(offset_now);
+        if (recomputed.requires_grad()) backward({recomputed}, {g[0]});
+        TensorList grads;
+        for (const Tensor &d : detached) grads.push_back(d.requires_grad() ? d.grad() : Tensor());
+        return grads;
+      },
+      inputs);
+  set_history({out}, node, inputs);
+  out.impl()->autograd.requires_grad = false;
+  return out;
 }
 
 }  // namespace kiln::autograd

@@ -62,6 +62,8 @@ struct CompiledBackward : autograd::Node {
   std::vector<DType> output_types;
 
   TensorList apply(const TensorList &grad_outputs) override {
+    KILN_CHECK(!released, "backward: trying to backward through the compiled graph a second time; its saved tensors "
+               "were freed. Pass retain_graph=true to the first backward call");
     std::vector<runtime::TensorView> args = primals;
     args.insert(args.end(), saved.begin(), saved.end());
     for (size_t i = 0; i < grad_outputs.size(); ++i) {
@@ -76,6 +78,11 @@ struct CompiledBackward : autograd::Node {
     return out;
   }
   std::string name() const override { return "CompiledFunctionBackward"; }
+  void release_saved() override {
+    saved.clear();
+    released = true;
+  }
+  bool released = false;
 };
 
 /// Traces forward + backward of `module` on `input` and compiles the graph.

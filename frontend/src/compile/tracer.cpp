@@ -14,6 +14,8 @@ ir::ElementType element_type(DType t) {
   case DType::BFloat16: return ir::ElementType::BF16;
   case DType::Int64: return ir::ElementType::I64;
   case DType::Bool: return ir::ElementType::Bool;
+  case DType::Float64: return ir::ElementType::F64;
+  case DType::Int32: return ir::ElementType::I32;
   }
   return ir::ElementType::F32;
 }
@@ -25,6 +27,8 @@ DType dtype_of(ir::ElementType t) {
   case ir::ElementType::BF16: return kBFloat16;
   case ir::ElementType::I64: return kInt64;
   case ir::ElementType::Bool: return kBool;
+  case ir::ElementType::F64: return kFloat64;
+  case ir::ElementType::I32: return kInt32;
   }
   return kFloat32;
 }

@@ -21,18 +21,18 @@ void check_defined(const Tensor &t, const char *op, const char *what) {
 
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 
-/// PyTorch-style promotion for arithmetic. Bool arithmetic is rejected.
-DType promote(DType a, DType b, const char *op) {
-  KILN_CHECK(a != kBool && b != kBool, op, ": arithmetic on bool tensors is not supported (got ",
-             dtype_name(a), " and ", dtype_name(b), "); convert with .to(kiln::kFloat32) first");
-  if (a == b) return a;
-  if (is_floating_point(a) && is_floating_point(b)) return kFloat32;
-  if (is_floating_point(a)) return a;
-  if (is_floating_point(b)) return b;
-  return kInt64;
+/// The dtype kernels compute in: float16/bfloat16 are widened to float32.
+DType compute_type(DType t) { return is_half(t) ? kFloat32 : t; }
+
+/// Arithmetic promotion (promote_types) with bool arithmetic rejected when
+/// both operands are bool.
+DType promote_arith(DType a, DType b, const char *op) {
+  KILN_CHECK(a != kBool || b != kBool, op, ": arithmetic on two bool tensors is not supported; convert with "
+             ".to(kiln::kFloat32) or .to(kiln::kInt64) first");
+  return promote_types(a, b);
 }
 
-/// Output of an elementwise kernel over same-shape operands.
+/// out[i] = f(a[i], b[i]) over same-shape strided operands; out contiguous.
 template <class TO, class TA, class TB, class F>
 void map2(const Tensor &a, const Tensor &b, const Tensor &out, F f) {
   TO *o = static_cast<TO *>(out.raw_data());
@@ -72,16 +72,6 @@ template <class TO, class TA, class F> void map1(const Tensor &a, const Tensor &
                            });
 }
 
-/// A same-dtype binary kernel for float32 or int64.
-template <class F> Tensor binary_kernel(const Tensor &x, const Tensor &y, F f) {
-  Tensor out = Tensor::empty(x.sizes(), x.dtype());
-  if (x.dtype() == kFloat32)
-    map2<float, float, float>(x, y, out, [&](float a, float b) { return static_cast<float>(f(a, b)); });
-  else
-    map2<int64_t, int64_t, int64_t>(x, y, out, [&](int64_t a, int64_t b) { return static_cast<int64_t>(f(a, b)); });
-  return out;
-}
-
 /// Promotes and broadcasts two operands to one compute type and shape.
 std::pair<Tensor, Tensor> prepare(const Tensor &a, const Tensor &b, DType compute, const char *op) {
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), op);
@@ -90,60 +80,58 @@ std::pair<Tensor, Tensor> prepare(const Tensor &a, const Tensor &b, DType comput
 
 enum class Bin { Add, Sub, Mul, Div, Max };
 
-ir::OpKind kind_of(Bin op) {
-  switch (op) {
-  case Bin::Add: return ir::OpKind::Add;
-  case Bin::Sub: return ir::OpKind::Sub;
-  case Bin::Mul: return ir::OpKind::Mul;
-  case Bin::Div: return ir::OpKind::Div;
-  case Bin::Max: break;
-  }
-  return ir::OpKind::Add;
-}
-
 Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
   check_defined(a, name, "first operand");
   check_defined(b, name, "second operand");
-  DType result = promote(a.dtype(), b.dtype(), name);
-  if (op == Bin::Div && result == kInt64) result = kFloat32;  // true division
-  const DType compute = is_half(result) ? kFloat32 : result;
+  DType result = promote_arith(a.dtype(), b.dtype(), name);
+  if (op == Bin::Div && !is_floating_point(result)) result = kFloat32;  // true division
+  const DType compute = compute_type(result);
   auto [x, y] = prepare(a, b, compute, name);
-  Tensor out;
+  Tensor out = Tensor::empty(x.sizes(), compute);
+  kernels::dispatch(compute, name, [&](auto zero) {
+    using T = decltype(zero);
+    switch (op) {
+    case Bin::Add: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p + q); }); break;
+    case Bin::Sub: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p - q); }); break;
+    case Bin::Mul: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p * q); }); break;
+    case Bin::Div: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p / q); }); break;
+    case Bin::Max: map2<T, T, T>(x, y, out, [](T p, T q) { return p > q ? p : q; }); break;
+    }
+  });
   switch (op) {
-  case Bin::Add: out = binary_kernel(x, y, [](auto p, auto q) { return p + q; }); break;
-  case Bin::Sub: out = binary_kernel(x, y, [](auto p, auto q) { return p - q; }); break;
-  case Bin::Mul: out = binary_kernel(x, y, [](auto p, auto q) { return p * q; }); break;
-  case Bin::Div: out = binary_kernel(x, y, [](auto p, auto q) { return p / q; }); break;
-  case Bin::Max: out = binary_kernel(x, y, [](auto p, auto q) { return p > q ? p : q; }); break;
+  case Bin::Add: trace::record(ir::OpKind::Add, {x, y}, out); break;
+  case Bin::Sub: trace::record(ir::OpKind::Sub, {x, y}, out); break;
+  case Bin::Mul: trace::record(ir::OpKind::Mul, {x, y}, out); break;
+  case Bin::Div: trace::record(ir::OpKind::Div, {x, y}, out); break;
+  case Bin::Max: trace::unsupported("maximum"); break;
   }
-  if (op == Bin::Max)
-    trace::unsupported("maximum");
-  else
-    trace::record(kind_of(op), {x, y}, out);
   if (autograd::any_requires_grad({x, y})) {
     switch (op) {
     case Bin::Add:
-      autograd::record(out, "AddBackward", {x, y}, [](const TensorList &g) -> TensorList { return {g[0], g[0]}; });
+      autograd::record(out, "AddBackward", {x, y}, {},
+                       [](const TensorList &g, const TensorList &) -> TensorList { return {g[0], g[0]}; });
       break;
     case Bin::Sub:
-      autograd::record(out, "SubBackward", {x, y}, [](const TensorList &g) -> TensorList { return {g[0], -g[0]}; });
+      autograd::record(out, "SubBackward", {x, y}, {},
+                       [](const TensorList &g, const TensorList &) -> TensorList { return {g[0], -g[0]}; });
       break;
     case Bin::Mul:
-      autograd::record(out, "MulBackward", {x, y}, [x = x, y = y](const TensorList &g) -> TensorList {
-        return {g[0] * y, g[0] * x};
+      autograd::record(out, "MulBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
+        return {g[0] * s[1], g[0] * s[0]};
       });
       break;
     case Bin::Div:
-      autograd::record(out, "DivBackward", {x, y}, [x = x, y = y](const TensorList &g) -> TensorList {
-        return {g[0] / y, -(g[0] * x) / (y * y)};
+      autograd::record(out, "DivBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
+        return {g[0] / s[1], -(g[0] * s[0]) / (s[1] * s[1])};
       });
       break;
     case Bin::Max:
-      autograd::record(out, "MaximumBackward", {x, y}, [x = x, y = y](const TensorList &g) -> TensorList {
-        Tensor zero = zeros({}, g[0].dtype());
-        Tensor half = where(eq(x, y), g[0] * 0.5, zero);
-        return {where(gt(x, y), g[0], half), where(lt(x, y), g[0], half)};
-      });
+      autograd::record(out, "MaximumBackward", {x, y}, {x, y},
+                       [](const TensorList &g, const TensorList &s) -> TensorList {
+                         Tensor zero = zeros({}, g[0].dtype());
+                         Tensor half = where(eq(s[0], s[1]), g[0] * 0.5, zero);
+                         return {where(gt(s[0], s[1]), g[0], half), where(lt(s[0], s[1]), g[0], half)};
+                       });
       break;
     }
   }
@@ -156,22 +144,20 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
   check_defined(a, name, "input");
   KILN_CHECK(a.dtype() != kBool, name, ": not supported for bool tensors; convert with .to() first");
   const bool needs_float = op != Un::Neg && op != Un::Relu;
-  const DType result = (needs_float && a.dtype() == kInt64) ? kFloat32 : a.dtype();
-  const DType compute = is_half(result) ? kFloat32 : result;
+  const DType result = (needs_float && !a.is_floating_point()) ? kFloat32 : a.dtype();
+  const DType compute = compute_type(result);
   Tensor x = a.to(compute);
   Tensor out = Tensor::empty(x.sizes(), compute);
-  if (compute == kFloat32) {
+  kernels::dispatch(compute, name, [&](auto zero) {
+    using T = decltype(zero);
     switch (op) {
-    case Un::Neg: map1<float, float>(x, out, [](float v) { return -v; }); break;
-    case Un::Exp: map1<float, float>(x, out, [](float v) { return std::exp(v); }); break;
-    case Un::Log: map1<float, float>(x, out, [](float v) { return std::log(v); }); break;
-    case Un::Relu: map1<float, float>(x, out, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
-    case Un::Sqrt: map1<float, float>(x, out, [](float v) { return std::sqrt(v); }); break;
+    case Un::Neg: map1<T, T>(x, out, [](T v) { return static_cast<T>(-v); }); break;
+    case Un::Relu: map1<T, T>(x, out, [](T v) { return v > T(0) ? v : T(0); }); break;
+    case Un::Exp: map1<T, T>(x, out, [](T v) { return static_cast<T>(std::exp(v)); }); break;
+    case Un::Log: map1<T, T>(x, out, [](T v) { return static_cast<T>(std::log(v)); }); break;
+    case Un::Sqrt: map1<T, T>(x, out, [](T v) { return static_cast<T>(std::sqrt(v)); }); break;
     }
-  } else {
-    if (op == Un::Neg) map1<int64_t, int64_t>(x, out, [](int64_t v) { return -v; });
-    else map1<int64_t, int64_t>(x, out, [](int64_t v) { return v > 0 ? v : int64_t{0}; });
-  }
+  });
   switch (op) {
   case Un::Neg: trace::record(ir::OpKind::Neg, {x}, out); break;
   case Un::Exp: trace::record(ir::OpKind::Exp, {x}, out); break;
@@ -180,27 +166,28 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
   case Un::Sqrt: trace::unsupported("sqrt"); break;
   }
   if (autograd::any_requires_grad({x})) {
-    Tensor saved_out = out.detach();  // no reference cycle through grad_fn
+    Tensor saved_out = out.detach();  // saving the output itself would be a reference cycle
     switch (op) {
     case Un::Neg:
-      autograd::record(out, "NegBackward", {x}, [](const TensorList &g) -> TensorList { return {-g[0]}; });
+      autograd::record(out, "NegBackward", {x}, {},
+                       [](const TensorList &g, const TensorList &) -> TensorList { return {-g[0]}; });
       break;
     case Un::Exp:
-      autograd::record(out, "ExpBackward", {x}, [saved_out](const TensorList &g) -> TensorList {
-        return {g[0] * saved_out};
-      });
+      autograd::record(out, "ExpBackward", {x}, {saved_out},
+                       [](const TensorList &g, const TensorList &s) -> TensorList { return {g[0] * s[0]}; });
       break;
     case Un::Log:
-      autograd::record(out, "LogBackward", {x}, [x](const TensorList &g) -> TensorList { return {g[0] / x}; });
+      autograd::record(out, "LogBackward", {x}, {x},
+                       [](const TensorList &g, const TensorList &s) -> TensorList { return {g[0] / s[0]}; });
       break;
     case Un::Relu:
-      autograd::record(out, "ReluBackward", {x}, [saved_out](const TensorList &g) -> TensorList {
-        return {where(gt(saved_out, zeros({}, saved_out.dtype())), g[0], zeros({}, g[0].dtype()))};
+      autograd::record(out, "ReluBackward", {x}, {saved_out}, [](const TensorList &g, const TensorList &s) -> TensorList {
+        return {where(gt(s[0], zeros({}, s[0].dtype())), g[0], zeros({}, g[0].dtype()))};
       });
       break;
     case Un::Sqrt:
-      autograd::record(out, "SqrtBackward", {x}, [saved_out](const TensorList &g) -> TensorList {
-        return {g[0] / (saved_out * 2.0)};
+      autograd::record(out, "SqrtBackward", {x}, {saved_out}, [](const TensorList &g, const TensorList &s) -> TensorList {
+        return {g[0] / (s[0] * 2.0)};
       });
       break;
     }
@@ -211,23 +198,22 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
 Tensor compare(const Tensor &a, const Tensor &b, ir::Predicate pred, const char *name) {
   check_defined(a, name, "first operand");
   check_defined(b, name, "second operand");
-  DType compute = (is_floating_point(a.dtype()) || is_floating_point(b.dtype())) ? kFloat32 : kInt64;
+  DType common = promote_types(a.dtype(), b.dtype());
+  const DType compute = common == kBool ? kInt64 : compute_type(common);
   auto [x, y] = prepare(a, b, compute, name);
   Tensor out = Tensor::empty(x.sizes(), kBool);
-  auto run = [&](auto cmp) {
-    if (compute == kFloat32)
-      map2<uint8_t, float, float>(x, y, out, [&](float p, float q) { return static_cast<uint8_t>(cmp(p, q)); });
-    else
-      map2<uint8_t, int64_t, int64_t>(x, y, out, [&](int64_t p, int64_t q) { return static_cast<uint8_t>(cmp(p, q)); });
-  };
-  switch (pred) {
-  case ir::Predicate::EQ: run([](auto p, auto q) { return p == q; }); break;
-  case ir::Predicate::NE: run([](auto p, auto q) { return p != q; }); break;
-  case ir::Predicate::LT: run([](auto p, auto q) { return p < q; }); break;
-  case ir::Predicate::LE: run([](auto p, auto q) { return p <= q; }); break;
-  case ir::Predicate::GT: run([](auto p, auto q) { return p > q; }); break;
-  case ir::Predicate::GE: run([](auto p, auto q) { return p >= q; }); break;
-  }
+  kernels::dispatch(compute, name, [&](auto zero) {
+    using T = decltype(zero);
+    auto run = [&](auto cmp) { map2<uint8_t, T, T>(x, y, out, [&](T p, T q) { return static_cast<uint8_t>(cmp(p, q)); }); };
+    switch (pred) {
+    case ir::Predicate::EQ: run([](T p, T q) { return p == q; }); break;
+    case ir::Predicate::NE: run([](T p, T q) { return p != q; }); break;
+    case ir::Predicate::LT: run([](T p, T q) { return p < q; }); break;
+    case ir::Predicate::LE: run([](T p, T q) { return p <= q; }); break;
+    case ir::Predicate::GT: run([](T p, T q) { return p > q; }); break;
+    case ir::Predicate::GE: run([](T p, T q) { return p >= q; }); break;
+    }
+  });
   trace::Attrs attrs;
   attrs.predicate = pred;
   trace::record(ir::OpKind::Compare, {x, y}, out, attrs);
@@ -235,6 +221,17 @@ Tensor compare(const Tensor &a, const Tensor &b, ir::Predicate pred, const char 
 }
 
 }  // namespace
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (a == kBool) return b;
+  if (b == kBool) return a;
+  const bool fa = is_floating_point(a), fb = is_floating_point(b);
+  if (fa != fb) return fa ? a : b;  // int with float -> the float type
+  if (!fa) return kInt64;           // int32 with int64
+  if (a == kFloat64 || b == kFloat64) return kFloat64;
+  return kFloat32;                  // float16/bfloat16/float32 mixes
+}
 
 Shape broadcast_shapes(const Shape &a, const Shape &b, const char *op) {
   const size_t n = std::max(a.size(), b.size());
@@ -274,15 +271,19 @@ Tensor pow(const Tensor &a, double exponent) {
   check_defined(a, "pow", "input");
   KILN_CHECK(a.is_floating_point(), "pow: expected a floating point tensor, got ", dtype_name(a.dtype()));
   trace::unsupported("pow");
-  Tensor x = a.to(kFloat32);
-  Tensor out = Tensor::empty(x.sizes(), kFloat32);
-  const float e = static_cast<float>(exponent);
-  map1<float, float>(x, out, [e](float v) { return std::pow(v, e); });
+  const DType compute = compute_type(a.dtype());
+  Tensor x = a.to(compute);
+  Tensor out = Tensor::empty(x.sizes(), compute);
+  kernels::dispatch(compute, "pow", [&](auto zero) {
+    using T = decltype(zero);
+    const T e = static_cast<T>(exponent);
+    map1<T, T>(x, out, [e](T v) { return static_cast<T>(std::pow(v, e)); });
+  });
   if (autograd::any_requires_grad({x}))
-    autograd::record(out, "PowBackward", {x}, [x, exponent](const TensorList &g) -> TensorList {
-      return {g[0] * pow(x, exponent - 1.0) * exponent};
+    autograd::record(out, "PowBackward", {x}, {x}, [exponent](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0] * pow(s[0], exponent - 1.0) * exponent};
     });
-  return a.dtype() != kFloat32 ? out.to(a.dtype()) : out;
+  return a.dtype() != compute ? out.to(a.dtype()) : out;
 }
 
 Tensor eq(const Tensor &a, const Tensor &b) { return compare(a, b, ir::Predicate::EQ, "eq"); }
@@ -297,8 +298,8 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
   check_defined(a, "where", "first value");
   check_defined(b, "where", "second value");
   KILN_CHECK(cond.dtype() == kBool, "where: condition must be a bool tensor, got ", dtype_name(cond.dtype()));
-  DType result = promote(a.dtype(), b.dtype(), "where");
-  const DType compute = is_half(result) ? kFloat32 : result;
+  DType result = promote_types(a.dtype(), b.dtype());
+  const DType compute = compute_type(result);
   Shape s = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor c = cond.expand(s), x = a.to(compute).expand(s), y = b.to(compute).expand(s);
   Tensor out = Tensor::empty(s, compute);
@@ -318,9 +319,9 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
                            });
   trace::record(ir::OpKind::Select, {c, x, y}, out);
   if (autograd::any_requires_grad({x, y}))
-    autograd::record(out, "WhereBackward", {c, x, y}, [c](const TensorList &g) -> TensorList {
+    autograd::record(out, "WhereBackward", {c, x, y}, {c}, [](const TensorList &g, const TensorList &s) -> TensorList {
       Tensor zero = zeros({}, g[0].dtype());
-      return {Tensor(), where(c, g[0], zero), where(c, zero, g[0])};
+      return {Tensor(), where(s[0], g[0], zero), where(s[0], zero, g[0])};
     });
   return result != compute ? out.to(result) : out;
 }
@@ -329,8 +330,12 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
 
 /// A 0-d tensor for `value` that promotes like a Python scalar with `t`.
 static Tensor scalar_like(const Tensor &t, double value) {
-  bool integral = std::nearbyint(value) == value;
-  DType d = t.is_floating_point() ? t.dtype() : (t.dtype() == kInt64 && integral ? kInt64 : kFloat32);
+  // A Python number does not raise the tensor's dtype within its category
+  // (float16 * 2.0 stays float16; int32 + 1 stays int32).
+  const bool integral = std::nearbyint(value) == value;
+  DType d = kFloat32;
+  if (t.is_floating_point()) d = t.dtype();
+  else if (integral) d = t.dtype() == kBool ? kInt64 : t.dtype();
   return full({}, value, d);
 }
 

@@ -77,6 +77,8 @@ inline double load_as_double(const void *base, DType t, int64_t off) {
   case DType::Bool: return static_cast<const uint8_t *>(base)[off] ? 1.0 : 0.0;
   case DType::Float16: return half_to_float(static_cast<const uint16_t *>(base)[off]);
   case DType::BFloat16: return bf16_to_float(static_cast<const uint16_t *>(base)[off]);
+  case DType::Float64: return static_cast<const double *>(base)[off];
+  case DType::Int32: return static_cast<const int32_t *>(base)[off];
   }
   return 0.0;
 }
@@ -88,11 +90,26 @@ inline void store_from_double(void *base, DType t, int64_t off, double v) {
   case DType::Bool: static_cast<uint8_t *>(base)[off] = v != 0.0; break;
   case DType::Float16: static_cast<uint16_t *>(base)[off] = float_to_half(static_cast<float>(v)); break;
   case DType::BFloat16: static_cast<uint16_t *>(base)[off] = float_to_bf16(static_cast<float>(v)); break;
+  case DType::Float64: static_cast<double *>(base)[off] = v; break;
+  case DType::Int32: static_cast<int32_t *>(base)[off] = static_cast<int32_t>(v); break;
   }
 }
 
 /// Base pointer of a tensor's storage (offset not applied).
 inline char *storage_base(const Tensor &t) { return static_cast<char *>(t.impl()->storage->data()); }
+
+/// Calls f(T{}) with T the C++ type of a compute dtype (float32, float64,
+/// int32, int64); throws naming `op` for other dtypes.
+template <class F> void dispatch(DType t, const char *op, F &&f) {
+  switch (t) {
+  case DType::Float32: f(float{}); return;
+  case DType::Float64: f(double{}); return;
+  case DType::Int32: f(int32_t{}); return;
+  case DType::Int64: f(int64_t{}); return;
+  default: break;
+  }
+  KILN_CHECK(false, op, ": no kernel for dtype ", dtype_name(t));
+}
 
 /// Copies `src` (any layout, any dtype) into the contiguous tensor `dst`
 /// (same shape), converting the element type.

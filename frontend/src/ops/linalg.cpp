@@ -14,16 +14,34 @@ runtime::MatrixView matrix_view(const Tensor &t) {
                              t.size(0), t.size(1), t.stride(0), t.stride(1)};
 }
 
+/// float64 GEMM: a plain i-k-j loop (float64 is for accuracy checks, not speed).
+void dgemm(const Tensor &a, const Tensor &b, Tensor &out) {
+  const double *pa = reinterpret_cast<const double *>(kernels::storage_base(a)) + a.storage_offset();
+  const double *pb = reinterpret_cast<const double *>(kernels::storage_base(b)) + b.storage_offset();
+  double *pc = out.data_ptr<double>();
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  std::fill(pc, pc + M * N, 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      const double aik = pa[i * a.stride(0) + k * a.stride(1)];
+      for (int64_t j = 0; j < N; ++j) pc[i * N + j] += aik * pb[k * b.stride(0) + j * b.stride(1)];
+    }
+}
+
 Tensor matmul_2d(const Tensor &a, const Tensor &b) {
   KILN_CHECK(a.size(1) == b.size(0), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
              " cannot be multiplied (", a.size(1), " != ", b.size(0), ")");
-  Tensor out = Tensor::empty({a.size(0), b.size(1)}, kFloat32);
-  runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1));
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype());
+  if (a.dtype() == kFloat64)
+    dgemm(a, b, out);
+  else
+    runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1));
   trace::record(ir::OpKind::Matmul, {a, b}, out);
   if (autograd::any_requires_grad({a, b}))
-    autograd::record(out, "MmBackward", {a, b}, [a, b](const autograd::TensorList &g) -> autograd::TensorList {
-      return {g[0].matmul(b.t()), a.t().matmul(g[0])};
-    });
+    autograd::record(out, "MmBackward", {a, b}, {a, b},
+                     [](const autograd::TensorList &g, const autograd::TensorList &s) -> autograd::TensorList {
+                       return {g[0].matmul(s[1].t()), s[0].t().matmul(g[0])};
+                     });
   return out;
 }
 
@@ -35,14 +53,15 @@ Tensor matmul(const Tensor &a, const Tensor &b) {
              shape_str(a.sizes()), " and ", shape_str(b.sizes()), " (batched matmul is not supported yet)");
   KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "matmul: expected floating point operands, got ",
              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  const DType result = a.dtype() == b.dtype() ? a.dtype() : kFloat32;
-  Tensor x = a.to(kFloat32), y = b.to(kFloat32);
+  const DType result = promote_types(a.dtype(), b.dtype());
+  const DType compute = result == kFloat64 ? kFloat64 : kFloat32;
+  Tensor x = a.to(compute), y = b.to(compute);
   Tensor out;
   if (x.dim() == 2 && y.dim() == 2) out = matmul_2d(x, y);
   else if (x.dim() == 1 && y.dim() == 2) out = matmul_2d(x.unsqueeze(0), y).squeeze(0);
   else if (x.dim() == 2 && y.dim() == 1) out = matmul_2d(x, y.unsqueeze(1)).squeeze(1);
   else out = matmul_2d(x.unsqueeze(0), y.unsqueeze(1)).reshape({});
-  return result != kFloat32 ? out.to(result) : out;
+  return result != compute ? out.to(result) : out;
 }
 
 Tensor Tensor::matmul(const Tensor &o) const { return kiln::matmul(*this, o); }

@@ -88,36 +88,32 @@ Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
   KILN_CHECK(a.defined(), "sum: input is an undefined tensor");
   if (is_half(a.dtype())) return sum(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
   Shape dims = normalize_dims(a, dims_in, "sum");
-  const DType out_type = a.is_floating_point() ? kFloat32 : kInt64;
-  Tensor x = a.dtype() == kBool ? a.to(kInt64) : a;
+  // Integer and bool sums accumulate in int64 (as torch.sum); floats keep their type.
+  const DType out_type = a.is_floating_point() ? a.dtype() : kInt64;
+  Tensor x = a.to(out_type);
   int64_t inner = 1;
   Tensor c = reduction_layout(x, dims, &inner);
   Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), out_type);
   const int64_t outer = out.numel();
-  if (out_type == kFloat32) {
-    const float *p = c.data_ptr<float>();
-    float *o = out.data_ptr<float>();
+  kernels::dispatch(out_type, "sum", [&](auto zero) {
+    using T = decltype(zero);
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    const T *p = static_cast<const T *>(c.raw_data());
+    T *o = static_cast<T *>(out.raw_data());
     for (int64_t i = 0; i < outer; ++i) {
-      double acc = 0.0;
+      Acc acc = 0;
       for (int64_t j = 0; j < inner; ++j) acc += p[i * inner + j];
-      o[i] = static_cast<float>(acc);
+      o[i] = static_cast<T>(acc);
     }
-  } else {
-    const int64_t *p = c.data_ptr<int64_t>();
-    int64_t *o = out.data_ptr<int64_t>();
-    for (int64_t i = 0; i < outer; ++i) {
-      int64_t acc = 0;
-      for (int64_t j = 0; j < inner; ++j) acc += p[i * inner + j];
-      o[i] = acc;
-    }
-  }
+  });
   trace::Attrs attrs;
   attrs.ints = dims;
   attrs.keepdim = keepdim;
   trace::record(ir::OpKind::ReduceSum, {x}, out, attrs);
   if (autograd::any_requires_grad({x})) {
     Shape in_shape = a.sizes();
-    autograd::record(out, "SumBackward", {x}, [in_shape, dims, keepdim](const TensorList &g) -> TensorList {
+    autograd::record(out, "SumBackward", {x}, {},
+                     [in_shape, dims, keepdim](const TensorList &g, const TensorList &) -> TensorList {
       return {expand_reduced(g[0], in_shape, dims, keepdim)};
     });
   }
@@ -146,23 +142,20 @@ Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
   Tensor c = reduction_layout(a, dims, &inner);
   Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), a.dtype());
   const int64_t outer = out.numel();
-  if (a.dtype() == kFloat32) {
-    const float *p = c.data_ptr<float>();
-    float *o = out.data_ptr<float>();
+  kernels::dispatch(a.dtype(), "amax", [&](auto zero) {
+    using T = decltype(zero);
+    const T *p = static_cast<const T *>(c.raw_data());
+    T *o = static_cast<T *>(out.raw_data());
     for (int64_t i = 0; i < outer; ++i) {
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < inner; ++j) m = std::max(m, p[i * inner + j]);
+      T m = std::numeric_limits<T>::lowest();
+      for (int64_t j = 0; j < inner; ++j) {
+        T v = p[i * inner + j];
+        if (v > m || v != v) m = v;  // NaN propagates, as torch.amax
+        if (m != m) break;
+      }
       o[i] = m;
     }
-  } else {
-    const int64_t *p = c.data_ptr<int64_t>();
-    int64_t *o = out.data_ptr<int64_t>();
-    for (int64_t i = 0; i < outer; ++i) {
-      int64_t m = std::numeric_limits<int64_t>::min();
-      for (int64_t j = 0; j < inner; ++j) m = std::max(m, p[i * inner + j]);
-      o[i] = m;
-    }
-  }
+  });
   trace::Attrs attrs;
   attrs.ints = dims;
   attrs.keepdim = keepdim;
@@ -170,10 +163,10 @@ Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
   if (autograd::any_requires_grad({a})) {
     Tensor saved_out = out.detach();
     Shape in_shape = a.sizes();
-    autograd::record(out, "AmaxBackward", {a},
-                     [a, saved_out, in_shape, dims, keepdim](const TensorList &g) -> TensorList {
+    autograd::record(out, "AmaxBackward", {a}, {a, saved_out},
+                     [in_shape, dims, keepdim](const TensorList &g, const TensorList &s) -> TensorList {
                        // Ties share the gradient evenly (as torch.amax).
-                       Tensor mask = eq(a, expand_reduced(saved_out, in_shape, dims, keepdim)).to(kFloat32);
+                       Tensor mask = eq(s[0], expand_reduced(s[1], in_shape, dims, keepdim)).to(g[0].dtype());
                        Tensor count = sum(mask, dims, /*keepdim=*/true);
                        Tensor share = expand_reduced(g[0], in_shape, dims, keepdim) / count.expand(in_shape);
                        return {share * mask};
@@ -191,12 +184,12 @@ Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) {
   Tensor x;
   {
     NoGradGuard no_grad;
-    x = a.to(kFloat32).detach();
+    x = a.to(kFloat64).detach();
   }
   int64_t inner = 1;
   Tensor c = reduction_layout(x, dims, &inner);
   Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64);
-  const float *p = c.data_ptr<float>();
+  const double *p = c.data_ptr<double>();
   int64_t *o = out.data_ptr<int64_t>();
   for (int64_t i = 0; i < out.numel(); ++i) {
     int64_t best = 0;

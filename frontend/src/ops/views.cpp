@@ -89,8 +89,8 @@ void record_reshape(const Tensor &self, const Tensor &out) {
   trace::record(ir::OpKind::Reshape, {self}, out);
   if (autograd::any_requires_grad({self})) {
     Shape in_shape = self.sizes();
-    autograd::record(out, "ViewBackward", {self},
-                     [in_shape](const autograd::TensorList &g) -> autograd::TensorList {
+    autograd::record(out, "ViewBackward", {self}, {},
+                     [in_shape](const autograd::TensorList &g, const autograd::TensorList &) -> autograd::TensorList {
                        return {g[0].reshape(in_shape)};
                      });
   }
@@ -135,8 +135,8 @@ Tensor Tensor::permute(const Shape &dims) const {
   if (autograd::any_requires_grad({*this})) {
     Shape inverse(n);
     for (int64_t i = 0; i < n; ++i) inverse[perm[i]] = i;
-    autograd::record(out, "PermuteBackward", {*this},
-                     [inverse](const autograd::TensorList &g) -> autograd::TensorList {
+    autograd::record(out, "PermuteBackward", {*this}, {},
+                     [inverse](const autograd::TensorList &g, const autograd::TensorList &) -> autograd::TensorList {
                        return {g[0].permute(inverse)};
                      });
   }
@@ -186,8 +186,8 @@ Tensor Tensor::expand(const Shape &shape) const {
   trace::record(ir::OpKind::Broadcast, {*this}, out);
   if (autograd::any_requires_grad({*this})) {
     Shape in_shape = this->sizes();
-    autograd::record(out, "ExpandBackward", {*this},
-                     [in_shape](const autograd::TensorList &g) -> autograd::TensorList {
+    autograd::record(out, "ExpandBackward", {*this}, {},
+                     [in_shape](const autograd::TensorList &g, const autograd::TensorList &) -> autograd::TensorList {
                        return {sum_to(g[0], in_shape)};
                      });
   }
@@ -207,8 +207,9 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   Tensor out = make_view(*this, new_sizes, strides(), storage_offset() + start * strides()[d]);
   if (autograd::any_requires_grad({*this})) {
     Shape in_shape = sizes();
-    autograd::record(out, "NarrowBackward", {*this},
-                     [in_shape, d, start, length](const autograd::TensorList &g) -> autograd::TensorList {
+    autograd::record(out, "NarrowBackward", {*this}, {},
+                     [in_shape, d, start, length](const autograd::TensorList &g,
+                                                  const autograd::TensorList &) -> autograd::TensorList {
                        // The gradient is zero outside the window: pad it back.
                        Tensor full = zeros(in_shape, g[0].dtype());
                        NoGradGuard no_grad;
@@ -299,7 +300,8 @@ static Tensor copy_as(const Tensor &self, DType dtype, const char *name) {
     trace::record(ir::OpKind::Convert, {self}, out);
   if (autograd::any_requires_grad({self}) && is_floating_point(dtype)) {
     DType src_type = self.dtype();
-    autograd::record(out, name, {self}, [src_type](const autograd::TensorList &g) -> autograd::TensorList {
+    autograd::record(out, name, {self}, {},
+                     [src_type](const autograd::TensorList &g, const autograd::TensorList &) -> autograd::TensorList {
       return {g[0].to(src_type)};
     });
   }

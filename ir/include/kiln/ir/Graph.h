@@ -17,7 +17,7 @@
 namespace kiln::ir {
 
 /// Element types a graph value can have. Bool is stored one byte per element.
-enum class ElementType { F32, F16, BF16, I64, Bool };
+enum class ElementType { F32, F16, BF16, I64, Bool, F64, I32 };
 
 /// Operation kinds. Each maps to one `kiln` dialect op (see KilnOps.td).
 enum class OpKind {

@@ -50,6 +50,11 @@ public:
   size_t nbytes() const { return nbytes_; }
   Device device() const { return alloc_.device(); }
 
+  /// Write version: bumped by every in-place write through a tensor (and its
+  /// views, which share the Buffer). Autograd compares it with the version
+  /// recorded when a tensor was saved for backward.
+  std::atomic<uint64_t> version{0};
+
   static std::shared_ptr<Buffer> make(size_t nbytes, Allocator &alloc = cpu_allocator()) {
     return std::make_shared<Buffer>(alloc, nbytes);
   }
