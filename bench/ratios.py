@@ -1,31 +1,35 @@
 #!/usr/bin/env python3
-"""Prints compiled-vs-eager ratios from a Google Benchmark JSON file.
+"""Prints time ratios between paired benchmarks of one Google Benchmark JSON run.
 
-usage: python3 bench/ratios.py results.json
-For every BM_<Name>Eager/<arg> with a matching BM_<Name>Compiled/<arg>, prints
-the eager/compiled time ratio (> 1 means compiled is faster) measured in the
-same run.
+usage: python3 bench/ratios.py results.json [--pair A B]
+Pairs BM_<x>A<y> with BM_<x>B<y> (default A=Eager, B=Compiled; use
+--pair Torch Kiln for the LibTorch comparison) and prints time(A)/time(B):
+> 1 means B is faster. With --benchmark_repetitions the medians are used.
 """
 import json
 import sys
 
 
-def main(path):
+def load_times(path):
     with open(path) as f:
         runs = json.load(f)["benchmarks"]
-    # With --benchmark_repetitions, compare the medians; otherwise the single runs.
     medians = {r["run_name"]: r["real_time"] for r in runs if r.get("aggregate_name") == "median"}
-    times = medians or {r["name"]: r["real_time"] for r in runs if r.get("run_type", "iteration") == "iteration"}
-    print(f"{'benchmark':40s} {'eager':>12s} {'compiled':>12s} {'eager/compiled':>15s}")
+    return medians or {r["name"]: r["real_time"] for r in runs if r.get("run_type", "iteration") == "iteration"}
+
+
+def main(argv):
+    if len(argv) not in (2, 5) or (len(argv) == 5 and argv[2] != "--pair"):
+        sys.exit(__doc__)
+    a, b = (argv[3], argv[4]) if len(argv) == 5 else ("Eager", "Compiled")
+    times = load_times(argv[1])
+    print(f"{'benchmark':40s} {a:>12s} {b:>12s} {a + '/' + b:>16s}")
     for name, t in sorted(times.items()):
-        if "Eager" not in name:
+        if a not in name:
             continue
-        other = name.replace("Eager", "Compiled")
+        other = name.replace(a, b)
         if other in times:
-            print(f"{name.replace('Eager', ''):40s} {t:12.1f} {times[other]:12.1f} {t / times[other]:15.2f}")
+            print(f"{name.replace(a, ''):40s} {t:12.3f} {times[other]:12.3f} {t / times[other]:16.2f}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    main(sys.argv[1])
+    main(sys.argv)

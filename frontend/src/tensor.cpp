@@ -188,6 +188,19 @@ void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor 
 uint64_t Tensor::_version() const { return checked().storage->version.load(); }
 void Tensor::bump_version() const { ++checked().storage->version; }
 
+void Tensor::set_data(const Tensor &other) const {
+  checked();
+  KILN_CHECK(other.defined(), "set_data: source tensor is undefined");
+  KILN_CHECK(!is_floating_point() || !requires_grad() || other.is_floating_point(), "set_data: a tensor that "
+             "requires grad cannot take integer data (got ", dtype_name(other.dtype()), ")");
+  impl_->storage = other.impl()->storage;
+  impl_->sizes = other.sizes();
+  impl_->strides = other.strides();
+  impl_->offset = other.storage_offset();
+  impl_->dtype = other.dtype();
+  impl_->device = other.device();
+}
+
 Tensor Tensor::detach() const {
   const auto &i = checked();
   auto impl = std::make_shared<TensorImpl>();

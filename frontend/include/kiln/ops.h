@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -81,6 +83,108 @@ Tensor argmax(const Tensor &a, int64_t dim, bool keepdim = false);
 /// [M, K] x [K, N] -> [M, N]; [K] vectors are promoted as in torch.matmul;
 /// float32 only (oneDNN sgemm).
 Tensor matmul(const Tensor &a, const Tensor &b);
+
+// ---- more pointwise math (frontend/src/ops/pointwise.cpp) ----------------------
+// All differentiable, any shape (output = input shape). Float inputs keep
+// their dtype (float16/bfloat16 are computed in float32 and rounded once);
+// int inputs are computed as float32 (except abs and clamp, see there).
+// Bool inputs and undefined tensors throw kiln::Error naming the op.
+// sigmoid, silu, gelu("tanh"), clamp and masked_fill are composites of
+// traceable ops (kiln::compile captures them); the others are eager kernels.
+/// |a|; integer inputs stay integer (as torch.abs). Gradient sign(a) (0 at 0).
+Tensor abs(const Tensor &a);
+/// 1 / sqrt(a) (nan for a < 0, inf at 0).
+Tensor rsqrt(const Tensor &a);
+Tensor tanh(const Tensor &a);
+/// 1 / (1 + exp(-a)), evaluated with exp(-|a|) so neither the value nor the
+/// gradient overflows for large |a|.
+Tensor sigmoid(const Tensor &a);
+/// a * sigmoid(a) (Elfwing et al. 2018; PyTorch's SiLU).
+Tensor silu(const Tensor &a);
+/// GELU (Hendrycks & Gimpel 2016). approximate "none": a * Phi(a) with the
+/// exact normal CDF Phi(a) = erfc(-a / sqrt 2) / 2; "tanh":
+/// 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), computed as the identical
+/// a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)).
+/// Throws on any other `approximate` string.
+Tensor gelu(const Tensor &a, const std::string &approximate = "none");
+Tensor sin(const Tensor &a);
+Tensor cos(const Tensor &a);
+/// min(max(a, min), max) as torch.clamp (so min > max gives max everywhere);
+/// use -inf/+inf for "no bound"; NaN bounds throw, NaN elements pass through.
+/// Gradient 1 inside [min, max] (bounds included), 0 outside. Integer inputs
+/// stay integer when both finite bounds are integral, else become float32.
+Tensor clamp(const Tensor &a, double min, double max);
+/// Copy of `a` with `value` (converted to a's dtype) where `mask` is true.
+/// mask must be bool and broadcast to a's shape (the result has a's shape);
+/// no gradient flows to masked positions.
+Tensor masked_fill(const Tensor &a, const Tensor &mask, double value);
+
+// ---- more reductions (frontend/src/ops/reduce_more.cpp) ---------------------------
+/// Variance over `dims` (empty = all): sum((a - mean)^2) / max(0, N - correction)
+/// (1 = unbiased, as torch.var's default; 0 = population; N <= correction
+/// gives inf or nan, as torch). Floating inputs only; throws on integer
+/// dtypes, out-of-range or repeated dims. [N, C] var({1}) -> [N].
+Tensor var(const Tensor &a, const Shape &dims = {}, int64_t correction = 1, bool keepdim = false);
+/// sqrt(var(a, dims, correction, keepdim)); same rules as var.
+Tensor std(const Tensor &a, const Shape &dims = {}, int64_t correction = 1, bool keepdim = false);
+/// Max along `dim`: (values, int64 indices) as torch.max(x, dim); values keep
+/// a's dtype. The first NaN wins; otherwise the first index on ties. The
+/// gradient flows to the returned index only. Throws on a bad dim or a
+/// zero-size `dim`. [N, C] max(1) -> ([N], [N]); keepdim -> [N, 1].
+std::pair<Tensor, Tensor> max(const Tensor &a, int64_t dim, bool keepdim = false);
+/// Min along `dim`; as max.
+std::pair<Tensor, Tensor> min(const Tensor &a, int64_t dim, bool keepdim = false);
+/// log(sum(exp(a))) over `dims` (empty = all), stable: shifted by the
+/// (detached) max, with infinite maxima handled as torch.logsumexp. Integer
+/// inputs give float32; bool throws. Gradient softmax(a) over dims.
+Tensor logsumexp(const Tensor &a, const Shape &dims, bool keepdim = false);
+/// Inclusive prefix sum along `dim` (same shape). Floats keep their dtype
+/// (accumulated in double); integer and bool inputs give int64 (as torch).
+Tensor cumsum(const Tensor &a, int64_t dim);
+
+// ---- batched linear algebra (frontend/src/ops/bmm.cpp) ---------------------------
+/// [B, M, K] x [B, K, N] -> [B, M, N] for floating operands (promoted as
+/// matmul: float64 stays float64, 16-bit floats compute in float32 through
+/// oneDNN sgemm per batch). Throws on non-3-D operands, integer dtypes and
+/// batch or inner size mismatch.
+Tensor bmm(const Tensor &a, const Tensor &b);
+
+// ---- indexing and joining (frontend/src/ops/indexing.cpp) ------------------------------
+// Data movement is bytewise (every dtype, float16/bfloat16 exact); none of
+// these can be captured by kiln::compile yet (they throw while tracing).
+/// Rows/slices of `a` along `dim` at `index` (int64 or int32, [K] or 0-d):
+/// [.., N, ..] -> [.., K, ..]; repeats allowed (their gradients add). Throws
+/// naming the index on one outside [0, a.size(dim)).
+Tensor index_select(const Tensor &a, int64_t dim, const Tensor &index);
+/// out[i][j] = a[i][index[i][j]] (dim = 1), as torch.gather. index int64 with
+/// a's rank and index.size(d) <= a.size(d) for d != dim; out has index's
+/// shape. Gradient: scatter_add into zeros. Throws on an out-of-range index.
+Tensor gather(const Tensor &a, int64_t dim, const Tensor &index);
+/// Copy of `a` with src[i][j] added at out[index[i][j]][j] (dim = 0), as
+/// torch.scatter_add: index int64 with a's rank, index.size(d) <= src.size(d)
+/// for all d and <= a.size(d) for d != dim; src has a's dtype (not bool).
+/// float16/bfloat16 accumulate in float32. src elements beyond the index's
+/// extent are unused and get a zero gradient (PyTorch's backward throws).
+Tensor scatter_add(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &src);
+/// Python slice a[start:end:step] along dim (step >= 1; negative start/end
+/// count from the end; both clamped to [0, size]), a view: size
+/// ceil((end - start) / step) (0 if end <= start), stride * step. Throws on
+/// step < 1 or a 0-d tensor.
+Tensor slice(const Tensor &a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+/// Concatenates along an existing dim into a new tensor; sizes must match in
+/// every other dim; dtypes promote (promote_types). 1-D empty tensors [0] are
+/// skipped, as in PyTorch. Throws on an empty list, 0-d tensors or mismatches.
+Tensor cat(const std::vector<Tensor> &tensors, int64_t dim = 0);
+/// Stacks along a new dim (-(rank+1) <= dim <= rank); all shapes equal.
+/// cat of unsqueeze(dim). [2, 3] x 4 with dim 1 -> [2, 4, 3].
+Tensor stack(const std::vector<Tensor> &tensors, int64_t dim = 0);
+/// Pieces of `split_size` along dim (the last may be smaller), narrow views;
+/// a size-0 dim gives one empty piece. Throws unless split_size > 0.
+std::vector<Tensor> split(const Tensor &a, int64_t split_size, int64_t dim = 0);
+/// torch.chunk: split with split_size ceil(size / chunks), so it may return
+/// fewer than `chunks` pieces ([6] into 4 -> 2, 2, 2); views. Throws unless
+/// chunks > 0.
+std::vector<Tensor> chunk(const Tensor &a, int64_t chunks, int64_t dim = 0);
 
 // ---- dtypes -------------------------------------------------------------------
 /// PyTorch's type promotion for two tensor dtypes: bool < integers < floats;

@@ -140,6 +140,10 @@ public:
   Tensor clone() const;
   /// Converts the element type (a copy unless dtype already matches).
   Tensor to(DType dtype) const;
+  /// Makes this tensor (and every handle sharing its TensorImpl) refer to
+  /// `other`'s data, dtype and layout, keeping its autograd identity (as
+  /// PyTorch's `param.data = other`). Used by Module::to and checkpoint loading.
+  void set_data(const Tensor &other) const;
 
   // ---- math (see ops.h for the free-function forms and docs) ---------------
   Tensor add(const Tensor &o) const;

@@ -1,4 +1,5 @@
-// Digits CSV loading (zlib), splits and mini-batches.
+// Digits CSV loading (zlib), splits, TensorDataset and LambdaDataset.
+// Collation is in collate.cpp, the loader and its workers in dataloader.cpp.
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -10,6 +11,54 @@
 #include "kiln/random.h"
 
 namespace kiln::data {
+
+/// Row `index` of `t` ([N, ...] -> [...]) as a view sharing storage, built
+/// directly (no op, so nothing is traced and no autograd history is kept):
+/// safe to call from loader worker threads.
+static Tensor row_view(const Tensor &t, int64_t index) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->sizes.assign(t.sizes().begin() + 1, t.sizes().end());
+  impl->strides.assign(t.strides().begin() + 1, t.strides().end());
+  impl->offset = t.storage_offset() + index * t.stride(0);
+  impl->dtype = t.dtype();
+  impl->device = t.device();
+  return Tensor(std::move(impl));
+}
+
+TensorDataset::TensorDataset(Tensor features_, Tensor labels_)
+    : features(std::move(features_)), labels(std::move(labels_)) {
+  check("TensorDataset");
+}
+
+void TensorDataset::check(const char *op) const {
+  KILN_CHECK(!features.defined() || features.dim() >= 1, op, ": features must have at least one dimension, got shape ",
+             shape_str(features.sizes()));
+  KILN_CHECK(!labels.defined() || labels.dim() >= 1, op, ": labels must have at least one dimension, got shape ",
+             shape_str(labels.sizes()));
+  KILN_CHECK(!labels.defined() || labels.size(0) == size(), op, ": features have ", size(), " rows but labels ",
+             labels.size(0));
+}
+
+Example TensorDataset::get(int64_t index) {
+  KILN_CHECK(index >= 0 && index < size(), "TensorDataset::get: index ", index, " out of range for ", size(),
+             " rows");
+  return Example{row_view(features, index), labels.defined() ? row_view(labels, index) : Tensor()};
+}
+
+LambdaDataset::LambdaDataset(int64_t size, GetFn fn) : size_(size), fn_(std::move(fn)) {
+  KILN_CHECK(size >= 0, "LambdaDataset: size must be >= 0, got ", size);
+  KILN_CHECK(static_cast<bool>(fn_), "LambdaDataset: the get function is empty");
+}
+
+Example LambdaDataset::get(int64_t index) {
+  KILN_CHECK(index >= 0 && index < size_, "LambdaDataset::get: index ", index, " out of range for size ", size_);
+  return fn_(index);
+}
+
+std::shared_ptr<Dataset> make_dataset(int64_t size, LambdaDataset::GetFn fn) {
+  return std::make_shared<LambdaDataset>(size, std::move(fn));
+}
 
 /// Whole file contents, transparently gunzipped (gzread reads plain files too).
 static std::string read_maybe_gz(const std::string &path) {
@@ -101,32 +150,6 @@ std::pair<TensorDataset, TensorDataset> train_test_split(const TensorDataset &ds
   std::vector<int64_t> train(perm.begin(), perm.end() - test_size), test(perm.end() - test_size, perm.end());
   return {TensorDataset{index_rows(ds.features, train), index_rows(ds.labels, train)},
           TensorDataset{index_rows(ds.features, test), index_rows(ds.labels, test)}};
-}
-
-DataLoader::DataLoader(TensorDataset dataset, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last)
-    : ds_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed) {
-  KILN_CHECK(batch_size > 0, "DataLoader: batch_size must be positive, got ", batch_size);
-  KILN_CHECK(ds_.size() > 0, "DataLoader: empty dataset");
-  KILN_CHECK(ds_.labels.size(0) == ds_.size(), "DataLoader: features have ", ds_.size(), " rows but labels ",
-             ds_.labels.size(0));
-}
-
-int64_t DataLoader::num_batches() const {
-  return drop_last_ ? ds_.size() / batch_size_ : (ds_.size() + batch_size_ - 1) / batch_size_;
-}
-
-std::vector<std::pair<Tensor, Tensor>> DataLoader::epoch() {
-  std::vector<int64_t> order(static_cast<size_t>(ds_.size()));
-  if (shuffle_) order = randperm(ds_.size(), seed_ * 1000003ULL + epoch_);
-  else std::iota(order.begin(), order.end(), 0);
-  ++epoch_;
-  std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int64_t b = 0; b < num_batches(); ++b) {
-    int64_t start = b * batch_size_, end = std::min(start + batch_size_, ds_.size());
-    std::vector<int64_t> idx(order.begin() + start, order.begin() + end);
-    batches.emplace_back(index_rows(ds_.features, idx), index_rows(ds_.labels, idx));
-  }
-  return batches;
 }
 
 }  // namespace kiln::data

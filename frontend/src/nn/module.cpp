@@ -1,4 +1,5 @@
-// Module bookkeeping, Linear/ReLU/Sequential, functional losses, grad clipping.
+// Module bookkeeping, Linear, ReLU, grad-norm clipping (other layers: layers.cpp,
+// containers: containers.cpp).
 #include <cmath>
 #include <limits>
 
@@ -23,12 +24,118 @@ Tensor &Module::register_parameter(const std::string &name, Tensor t, bool requi
   return params_.back().second;
 }
 
+Tensor &Module::register_buffer(const std::string &name, Tensor t) {
+  check_name(name, "register_buffer");
+  for (auto &b : buffers_)
+    KILN_CHECK(b.first != name, "register_buffer: a buffer named '", name, "' already exists");
+  for (auto &p : params_)
+    KILN_CHECK(p.first != name, "register_buffer: '", name, "' is already a parameter");
+  KILN_CHECK(t.defined(), "register_buffer: buffer '", name, "' is undefined");
+  buffers_.emplace_back(name, t);
+  return buffers_.back().second;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out(buffers_.begin(), buffers_.end());
+  if (recurse)
+    for (auto &[cname, child] : children_)
+      for (auto &[bname, b] : child->named_buffers(true)) out.emplace_back(cname + "." + bname, b);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto &nb : named_buffers(recurse)) out.push_back(nb.second);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto &[n, p] : params_) out.emplace_back(n, p.detach());
+  for (auto &[n, b] : buffers_) out.emplace_back(n, b.detach());
+  for (auto &[cname, child] : children_)
+    for (auto &[n, t] : child->state_dict()) out.emplace_back(cname + "." + n, t);
+  return out;
+}
+
+Module::LoadResult Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>> &state, bool strict) {
+  auto own = state_dict();
+  LoadResult result;
+  std::vector<bool> used(state.size(), false);
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source), applied after all checks
+  for (auto &[name, dst] : own) {
+    size_t i = 0;
+    while (i < state.size() && state[i].first != name) ++i;
+    if (i == state.size()) {
+      result.missing_keys.push_back(name);
+      continue;
+    }
+    used[i] = true;
+    const Tensor &src = state[i].second;
+    KILN_CHECK(src.defined() && src.sizes() == dst.sizes(), "load_state_dict: size mismatch for ", name,
+               ": copying a param with shape ", src.defined() ? shape_str(src.sizes()) : std::string("undefined"),
+               ", the shape in the current model is ", shape_str(dst.sizes()));
+    copies.emplace_back(dst, src);
+  }
+  for (size_t i = 0; i < state.size(); ++i)
+    if (!used[i]) result.unexpected_keys.push_back(state[i].first);
+  if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
+    std::string msg = "load_state_dict: error(s) in loading state_dict for " + name() + ":";
+    if (!result.missing_keys.empty()) {
+      msg += " missing key(s):";
+      for (auto &k : result.missing_keys) msg += " \"" + k + "\"";
+      msg += ".";
+    }
+    if (!result.unexpected_keys.empty()) {
+      msg += " unexpected key(s):";
+      for (auto &k : result.unexpected_keys) msg += " \"" + k + "\"";
+      msg += ".";
+    }
+    throw Error(msg + " Pass strict=false to load the matching keys only");
+  }
+  NoGradGuard no_grad;
+  for (auto &[dst, src] : copies) dst.copy_(src);
+  return result;
+}
+
+void Module::to(DType dtype) {
+  KILN_CHECK(is_floating_point(dtype), "Module.to: expected a floating point dtype, got ", dtype_name(dtype));
+  NoGradGuard no_grad;
+  auto convert = [dtype](Tensor &t) {
+    if (!t.is_floating_point() || t.dtype() == dtype) return;
+    t.set_data(t.detach().to(dtype));
+    t.set_grad(Tensor());
+  };
+  for (auto &p : params_) convert(p.second);
+  for (auto &b : buffers_) convert(b.second);
+  for (auto &c : children_) c.second->to(dtype);
+}
+
+void Module::to(Device device) {
+  KILN_CHECK(device.is_cpu(), "Module.to: device ", device.str(),
+             " is not available in this build (CPU only); keep the module on cpu");
+}
+
 void Module::add_child(const std::string &name, std::shared_ptr<Module> m) {
   check_name(name, "register_module");
   KILN_CHECK(m != nullptr, "register_module: module '", name, "' is null");
   for (auto &c : children_)
     KILN_CHECK(c.first != name, "register_module: a submodule named '", name, "' already exists");
   children_.emplace_back(name, std::move(m));
+}
+
+void Module::replace_module(const std::string &name, std::shared_ptr<Module> m) {
+  KILN_CHECK(m != nullptr, "replace_module: module '", name, "' is null");
+  for (auto &c : children_)
+    if (c.first == name) {
+      c.second = std::move(m);
+      return;
+    }
+  throw Error("replace_module: no submodule named '" + name + "'");
+}
+
+std::string IntPair::str() const {
+  return "(" + std::to_string((*this)[0]) + ", " + std::to_string((*this)[1]) + ")";
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
@@ -63,7 +170,7 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
-// ---- Linear / ReLU / Sequential ------------------------------------------------
+// ---- Linear / ReLU (Sequential: containers.cpp) ------------------------------------------------
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_features(out) {
   KILN_CHECK(in > 0 && out > 0, "Linear: in_features and out_features must be positive, got ", in, " and ", out);
@@ -80,61 +187,7 @@ Tensor Linear::forward(const Tensor &input) {
 
 Tensor ReLU::forward(const Tensor &input) { return relu(input); }
 
-Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
-  for (auto &m : modules) push_back(m);
-}
 
-void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
-
-Tensor Sequential::forward(const Tensor &input) {
-  Tensor x = input;
-  for (auto &c : named_children()) x = c.second->forward(x);
-  return x;
-}
-
-// ---- functional ------------------------------------------------------------------
-
-namespace functional {
-
-Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
-  KILN_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got ",
-             weight.defined() ? shape_str(weight.sizes()) : std::string("undefined"));
-  Tensor y = x.matmul(weight.t());
-  return bias.defined() ? y + bias : y;
-}
-
-Tensor log_softmax(const Tensor &x, int64_t dim) {
-  KILN_CHECK(x.defined() && x.is_floating_point(), "log_softmax: expected a floating point tensor, got ",
-             x.defined() ? dtype_name(x.dtype()) : "undefined");
-  // The max shift is a constant for the gradient (log_softmax is shift
-  // invariant), so it is taken from a detached copy.
-  Tensor shifted = x - x.detach().amax({dim}, /*keepdim=*/true);
-  return shifted - shifted.exp().sum({dim}, /*keepdim=*/true).log();
-}
-
-Tensor nll_loss(const Tensor &log_probs, const Tensor &target) {
-  KILN_CHECK(log_probs.defined() && log_probs.dim() == 2, "nll_loss: expected log_probs of shape [N, C], got ",
-             log_probs.defined() ? shape_str(log_probs.sizes()) : std::string("undefined"));
-  KILN_CHECK(target.defined() && target.dtype() == kInt64, "nll_loss: expected target of dtype int64, got ",
-             target.defined() ? dtype_name(target.dtype()) : "undefined");
-  KILN_CHECK(target.dim() == 1 && target.size(0) == log_probs.size(0), "nll_loss: expected target of shape [",
-             log_probs.size(0), "], got ", shape_str(target.sizes()));
-  const int64_t n = log_probs.size(0), c = log_probs.size(1);
-  KILN_CHECK(n > 0, "nll_loss: empty batch (N = 0)");
-  for (int64_t v : target.to_vector<int64_t>())
-    KILN_CHECK(v >= 0 && v < c, "nll_loss: target ", v, " is out of bounds for ", c, " classes");
-  // one_hot[i, j] = (j == target[i]); loss = -sum(one_hot * log_probs) / N.
-  Tensor one_hot = eq(arange(c).unsqueeze(0), target.unsqueeze(1)).to(log_probs.dtype());
-  return -(one_hot * log_probs).sum() / static_cast<double>(n);
-}
-
-Tensor cross_entropy(const Tensor &logits, const Tensor &target) {
-  KILN_CHECK(logits.defined() && logits.dim() == 2, "cross_entropy: expected logits of shape [N, C], got ",
-             logits.defined() ? shape_str(logits.sizes()) : std::string("undefined"));
-  return nll_loss(log_softmax(logits, 1), target);
-}
-
-}  // namespace functional
 
 namespace utils {
 

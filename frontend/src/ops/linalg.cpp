@@ -45,19 +45,40 @@ Tensor matmul_2d(const Tensor &a, const Tensor &b) {
   return out;
 }
 
+/// Batched matmul with NumPy broadcasting of the leading dims (torch.matmul
+/// for rank > 2): [*A, M, K] x [*B, K, N] -> [broadcast(A, B), M, N] via bmm.
+Tensor matmul_batched(const Tensor &a, const Tensor &b) {
+  const bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
+  Tensor x = a_vec ? a.unsqueeze(0) : a, y = b_vec ? b.unsqueeze(1) : b;
+  KILN_CHECK(x.size(-1) == y.size(-2), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied (", x.size(-1), " != ", y.size(-2), ")");
+  Shape batch_a(x.sizes().begin(), x.sizes().end() - 2), batch_b(y.sizes().begin(), y.sizes().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  const int64_t m = x.size(-2), k = x.size(-1), n = y.size(-1);
+  Shape xa = batch, ya = batch;
+  xa.insert(xa.end(), {m, k});
+  ya.insert(ya.end(), {k, n});
+  Tensor out = bmm(x.expand(xa).reshape({-1, m, k}), y.expand(ya).reshape({-1, k, n}));
+  Shape out_shape = batch;
+  if (!a_vec) out_shape.push_back(m);
+  if (!b_vec) out_shape.push_back(n);
+  return out.reshape(out_shape);
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
   KILN_CHECK(a.defined() && b.defined(), "matmul: operand is an undefined tensor");
-  KILN_CHECK(a.dim() >= 1 && a.dim() <= 2 && b.dim() >= 1 && b.dim() <= 2, "matmul: expected 1-D or 2-D operands, got shapes ",
-             shape_str(a.sizes()), " and ", shape_str(b.sizes()), " (batched matmul is not supported yet)");
+  KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dimension, got shapes ",
+             shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "matmul: expected floating point operands, got ",
              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   const DType result = promote_types(a.dtype(), b.dtype());
   const DType compute = result == kFloat64 ? kFloat64 : kFloat32;
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out;
-  if (x.dim() == 2 && y.dim() == 2) out = matmul_2d(x, y);
+  if (x.dim() > 2 || y.dim() > 2) out = matmul_batched(x, y);
+  else if (x.dim() == 2 && y.dim() == 2) out = matmul_2d(x, y);
   else if (x.dim() == 1 && y.dim() == 2) out = matmul_2d(x.unsqueeze(0), y).squeeze(0);
   else if (x.dim() == 2 && y.dim() == 1) out = matmul_2d(x, y.unsqueeze(1)).squeeze(1);
   else out = matmul_2d(x.unsqueeze(0), y.unsqueeze(1)).reshape({});

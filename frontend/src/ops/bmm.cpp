@@ -1,0 +1,80 @@
+// bmm: batched matrix multiply [B, M, K] x [B, K, N] -> [B, M, N].
+// float32 runs runtime::sgemm (oneDNN) once per batch on strided matrix
+// views (transposed operands cost nothing); float64 is a plain loop.
+#include <algorithm>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kiln/runtime/Gemm.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+namespace {
+
+/// Matrix `batch` of a float32 [B, R, C] tensor as a strided view.
+runtime::MatrixView batch_view(const Tensor &t, int64_t batch) {
+  const float *base = reinterpret_cast<const float *>(kernels::storage_base(t)) + t.storage_offset();
+  return runtime::MatrixView{base + batch * t.stride(0), t.size(1), t.size(2), t.stride(1), t.stride(2)};
+}
+
+/// out[b] = a[b] x b[b] for float32 through sgemm.
+void bmm_float(const Tensor &a, const Tensor &b, Tensor &out) {
+  const int64_t M = a.size(1), N = b.size(2);
+  float *c = out.data_ptr<float>();
+  for (int64_t i = 0; i < a.size(0); ++i) runtime::sgemm(batch_view(a, i), batch_view(b, i), c + i * M * N, N);
+}
+
+/// out[b] = a[b] x b[b] for float64: an i-k-j loop per batch.
+void bmm_double(const Tensor &a, const Tensor &b, Tensor &out) {
+  const double *pa = reinterpret_cast<const double *>(kernels::storage_base(a)) + a.storage_offset();
+  const double *pb = reinterpret_cast<const double *>(kernels::storage_base(b)) + b.storage_offset();
+  double *pc = out.data_ptr<double>();
+  const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  std::fill(pc, pc + B * M * N, 0.0);
+  for (int64_t s = 0; s < B; ++s) {
+    const double *x = pa + s * a.stride(0), *y = pb + s * b.stride(0);
+    double *z = pc + s * M * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const double aik = x[i * a.stride(1) + k * a.stride(2)];
+        for (int64_t j = 0; j < N; ++j) z[i * N + j] += aik * y[k * b.stride(1) + j * b.stride(2)];
+      }
+  }
+}
+
+void check_operands(const Tensor &a, const Tensor &b) {
+  KILN_CHECK(a.defined() && b.defined(), "bmm: operand is an undefined tensor");
+  KILN_CHECK(a.device().is_cpu() && b.device().is_cpu(), "bmm: operands are on ", a.device().str(), " and ",
+             b.device().str(), "; only cpu tensors are supported in this build");
+  KILN_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands [B, M, K] and [B, K, N], got shapes ",
+             shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "bmm: expected floating point operands, got ",
+             dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  KILN_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: shapes ", shape_str(a.sizes()), " and ",
+             shape_str(b.sizes()), " (", a.size(0), " != ", b.size(0), ")");
+  KILN_CHECK(a.size(2) == b.size(1), "bmm: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied (", a.size(2), " != ", b.size(1), ")");
+}
+
+}  // namespace
+
+Tensor bmm(const Tensor &a, const Tensor &b) {
+  check_operands(a, b);
+  const DType result = promote_types(a.dtype(), b.dtype());
+  const DType compute = result == kFloat64 ? kFloat64 : kFloat32;
+  Tensor x = a.to(compute), y = b.to(compute);
+  Tensor out = Tensor::empty({x.size(0), x.size(1), y.size(2)}, compute);
+  if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
+  else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
+  else if (out.numel() > 0) bmm_float(x, y, out);
+  trace::unsupported("bmm");
+  if (autograd::any_requires_grad({x, y}))
+    autograd::record(out, "BmmBackward", {x, y}, {x, y},
+                     [](const autograd::TensorList &g, const autograd::TensorList &s) -> autograd::TensorList {
+                       return {bmm(g[0], s[1].transpose(1, 2)), bmm(s[0].transpose(1, 2), g[0])};
+                     });
+  return result != compute ? out.to(result) : out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,359 @@
+// Indexing and joining: gather, scatter_add, index_select, slice with a step,
+// cat, stack, split, chunk (PyTorch semantics).
+//
+// gather/scatter_add/cat are primitive kernels; index_select, stack, split and
+// chunk are compositions (gather, cat, narrow), so they need no backward of
+// their own. Pure data movement (gather, cat) copies elements bytewise and so
+// works for every dtype without a float32 round trip; scatter_add adds, so
+// float16/bfloat16 are widened to float32 around its kernel.
+#include <algorithm>
+#include <cstring>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+namespace {
+
+using autograd::TensorList;
+
+int64_t wrap_dim(int64_t d, int64_t ndim, const char *op) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  KILN_CHECK(d >= -n && d < n, op, ": dimension ", d, " out of range for a ", ndim, "-d tensor (expected ", -n,
+             "..", n - 1, ")");
+  return d < 0 ? d + n : d;
+}
+
+void check_input(const Tensor &t, const char *op, const char *what) {
+  KILN_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+  KILN_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device().str(),
+             "; only cpu tensors are supported in this build");
+}
+
+void check_index_dtype(const Tensor &index, const char *op) {
+  check_input(index, op, "index");
+  KILN_CHECK(index.dtype() == kInt64, op, ": expected index of dtype int64, got ", dtype_name(index.dtype()));
+}
+
+bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
+
+/// Checks the index-vs-tensor shape rule shared by gather and scatter_add:
+/// same rank, and index.size(d) <= t.size(d) for every d != dim (or every d
+/// when `all_dims`).
+void check_index_shape(const Tensor &index, const Tensor &t, int64_t dim, bool all_dims, const char *op,
+                       const char *what) {
+  KILN_CHECK(index.dim() == t.dim(), op, ": index ", shape_str(index.sizes()), " must have the same rank as ", what,
+             " ", shape_str(t.sizes()));
+  for (int64_t d = 0; d < t.dim(); ++d)
+    KILN_CHECK((d == dim && !all_dims) || index.size(d) <= t.size(d), op, ": index ", shape_str(index.sizes()),
+               " is larger than ", what, " ", shape_str(t.sizes()), " in dimension ", d);
+}
+
+/// `strides` with the entry of `dim` replaced by 0 (the index supplies it).
+Shape strides_without(const Tensor &t, int64_t dim) {
+  Shape s = t.strides();
+  if (!s.empty()) s[dim] = 0;
+  return s;
+}
+
+/// Reads index[k] and throws naming `op` when outside [0, size).
+int64_t checked_index(const int64_t *p, int64_t k, int64_t size, int64_t dim, const char *op) {
+  const int64_t v = p[k];
+  KILN_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", size);
+  return v;
+}
+
+/// The kernel of gather: out (contiguous, index's shape) = a[.., index, ..].
+void gather_kernel(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &out) {
+  const size_t item = itemsize(a.dtype());
+  const char *pa = kernels::storage_base(a);
+  const int64_t *pi = reinterpret_cast<const int64_t *>(kernels::storage_base(index));
+  char *po = static_cast<char *>(out.raw_data());
+  const Shape sa = strides_without(a, dim);
+  const int64_t step = a.dim() ? a.stride(dim) : 0, size = a.dim() ? a.size(dim) : 1;
+  int64_t w = 0;
+  kernels::for_each_row<2>(index.sizes(), {&sa, &index.strides()}, {a.storage_offset(), index.storage_offset()},
+                           [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                             for (int64_t i = 0; i < n; ++i, ++w) {
+                               const int64_t k = checked_index(pi, off[1] + i * st[1], size, dim, "gather");
+                               std::memcpy(po + w * item, pa + (off[0] + i * st[0] + k * step) * item, item);
+                             }
+                           });
+}
+
+/// The kernel of scatter_add: out[.., index, ..] += src, out contiguous.
+template <class T> void scatter_add_kernel(const Tensor &out, int64_t dim, const Tensor &index, const Tensor &src) {
+  T *po = static_cast<T *>(out.raw_data());
+  const T *ps = reinterpret_cast<const T *>(kernels::storage_base(src));
+  const int64_t *pi = reinterpret_cast<const int64_t *>(kernels::storage_base(index));
+  const Shape so = strides_without(out, dim);
+  const int64_t step = out.dim() ? out.stride(dim) : 0, size = out.dim() ? out.size(dim) : 1;
+  kernels::for_each_row<3>(index.sizes(), {&so, &index.strides(), &src.strides()},
+                           {int64_t{0}, index.storage_offset(), src.storage_offset()},
+                           [&](std::array<int64_t, 3> off, int64_t n, std::array<int64_t, 3> st) {
+                             for (int64_t i = 0; i < n; ++i) {
+                               const int64_t k = checked_index(pi, off[1] + i * st[1], size, dim, "scatter_add");
+                               po[off[0] + i * st[0] + k * step] += ps[off[2] + i * st[2]];
+                             }
+                           });
+}
+
+/// Zero-pads `g` at the end of each dim up to `shape` (differentiable: cat).
+Tensor pad_to(const Tensor &g, const Shape &shape) {
+  Tensor r = g;
+  for (int64_t d = 0; d < g.dim(); ++d) {
+    if (r.size(d) == shape[d]) continue;
+    Shape zshape = r.sizes();
+    zshape[d] = shape[d] - r.size(d);
+    r = cat({r, zeros(zshape, g.dtype())}, d);
+  }
+  return r;
+}
+
+/// Copies `src` into the region of `dst` (contiguous) starting at `offset`
+/// elements, whose layout is src's sizes with dst's strides. Same dtype.
+void copy_region(const Tensor &src, const Tensor &dst, int64_t offset) {
+  const size_t item = itemsize(src.dtype());
+  const char *ps = kernels::storage_base(src);
+  char *pd = static_cast<char *>(dst.raw_data());
+  kernels::for_each_row<2>(src.sizes(), {&dst.strides(), &src.strides()}, {offset, src.storage_offset()},
+                           [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                             if (st[0] == 1 && st[1] == 1) {
+                               std::memcpy(pd + off[0] * item, ps + off[1] * item, n * item);
+                               return;
+                             }
+                             for (int64_t i = 0; i < n; ++i)
+                               std::memcpy(pd + (off[0] + i * st[0]) * item, ps + (off[1] + i * st[1]) * item, item);
+                           });
+}
+
+/// A view of `base` with the given layout, sharing storage.
+Tensor strided_view(const Tensor &base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  return Tensor(std::move(impl));
+}
+
+/// The gradient of a stepped slice: `g` (length L along d) spread to
+/// positions start, start+step, ... of a zero tensor of `in_shape`, built
+/// from cat/narrow so the backward is itself made of public ops.
+Tensor unslice(const Tensor &g, const Shape &in_shape, int64_t d, int64_t start, int64_t step) {
+  const int64_t len = g.size(d);
+  if (len == 0) return zeros(in_shape, g.dtype());
+  Shape gap_shape = g.sizes();
+  gap_shape.insert(gap_shape.begin() + d + 1, step - 1);
+  Tensor spread = cat({g.unsqueeze(d + 1), zeros(gap_shape, g.dtype())}, d + 1);  // [.., L, step, ..]
+  Shape flat = g.sizes();
+  flat[d] = len * step;
+  Tensor body = spread.reshape(flat).narrow(d, 0, (len - 1) * step + 1);
+  Shape front = g.sizes(), back = g.sizes();
+  front[d] = start;
+  back[d] = in_shape[d] - start - body.size(d);
+  return cat({zeros(front, g.dtype()), body, zeros(back, g.dtype())}, d);
+}
+
+/// Output shape of cat, checking ranks and the non-cat sizes. Legacy 1-D
+/// empty tensors ([0]) are skipped as in PyTorch; `used` lists the others.
+Shape cat_shape(const std::vector<Tensor> &ts, int64_t *dim, std::vector<Tensor> *used) {
+  std::vector<size_t> position;  // index of each used tensor in `ts`
+  for (size_t i = 0; i < ts.size(); ++i) {
+    check_input(ts[i], "cat", "a tensor in the list");
+    KILN_CHECK(ts[i].dim() > 0, "cat: zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    if (ts[i].dim() == 1 && ts[i].size(0) == 0) continue;
+    used->push_back(ts[i]);
+    position.push_back(i);
+  }
+  if (used->empty()) return ts[0].sizes();
+  const Tensor &first = (*used)[0];
+  *dim = wrap_dim(*dim, first.dim(), "cat");
+  Shape out = first.sizes();
+  out[*dim] = 0;
+  for (size_t k = 0; k < used->size(); ++k) {
+    const Tensor &t = (*used)[k];
+    const size_t i = position[k];
+    KILN_CHECK(t.dim() == first.dim(), "cat: tensor ", i, " has rank ", t.dim(), " (shape ", shape_str(t.sizes()),
+               ") but tensor ", position[0], " has rank ", first.dim(), " (shape ", shape_str(first.sizes()), ")");
+    for (int64_t d = 0; d < t.dim(); ++d)
+      KILN_CHECK(d == *dim || t.size(d) == first.size(d), "cat: sizes of tensors must match except in dimension ",
+                 *dim, "; expected size ", first.size(d), " but got size ", t.size(d), " for tensor ", i,
+                 " in dimension ", d, " (shapes ", shape_str(first.sizes()), " and ", shape_str(t.sizes()), ")");
+    out[*dim] += t.size(*dim);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor gather(const Tensor &a, int64_t dim_in, const Tensor &index) {
+  check_input(a, "gather", "input");
+  check_index_dtype(index, "gather");
+  const int64_t dim = wrap_dim(dim_in, a.dim(), "gather");
+  check_index_shape(index, a, dim, /*all_dims=*/false, "gather", "input");
+  trace::unsupported("gather");
+  Tensor out = Tensor::empty(index.sizes(), a.dtype());
+  gather_kernel(a, dim, index, out);
+  if (autograd::any_requires_grad({a})) {
+    const Shape in_shape = a.sizes();
+    autograd::record(out, "GatherBackward", {a}, {index},
+                     [in_shape, dim](const TensorList &g, const TensorList &s) -> TensorList {
+                       return {scatter_add(zeros(in_shape, g[0].dtype()), dim, s[0], g[0])};
+                     });
+  }
+  return out;
+}
+
+Tensor scatter_add(const Tensor &a, int64_t dim_in, const Tensor &index, const Tensor &src) {
+  check_input(a, "scatter_add", "input");
+  check_input(src, "scatter_add", "src");
+  check_index_dtype(index, "scatter_add");
+  KILN_CHECK(a.dtype() == src.dtype(), "scatter_add: expected src of the input's dtype ", dtype_name(a.dtype()),
+             ", got ", dtype_name(src.dtype()));
+  KILN_CHECK(a.dtype() != kBool, "scatter_add: bool tensors are not supported; convert with .to() first");
+  const int64_t dim = wrap_dim(dim_in, a.dim(), "scatter_add");
+  check_index_shape(index, a, dim, /*all_dims=*/false, "scatter_add", "input");
+  check_index_shape(index, src, dim, /*all_dims=*/true, "scatter_add", "src");
+  trace::unsupported("scatter_add");
+  const DType compute = is_half(a.dtype()) ? kFloat32 : a.dtype();
+  Tensor x = a.to(compute), y = src.to(compute);
+  Tensor out = Tensor::empty(a.sizes(), compute);
+  kernels::copy_into_contiguous(x, out);
+  kernels::dispatch(compute, "scatter_add", [&](auto zero) {
+    scatter_add_kernel<decltype(zero)>(out, dim, index, y);
+  });
+  if (autograd::any_requires_grad({x, y})) {
+    const Shape src_shape = src.sizes();
+    autograd::record(out, "ScatterAddBackward", {x, y}, {index},
+                     [dim, src_shape](const TensorList &g, const TensorList &s) -> TensorList {
+                       // Positions of src not named by index get no gradient.
+                       return {g[0], pad_to(gather(g[0], dim, s[0]), src_shape)};
+                     });
+  }
+  return compute != a.dtype() ? out.to(a.dtype()) : out;
+}
+
+Tensor index_select(const Tensor &a, int64_t dim_in, const Tensor &index) {
+  check_input(a, "index_select", "input");
+  check_input(index, "index_select", "index");
+  KILN_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32,
+             "index_select: expected index of dtype int64 or int32, got ", dtype_name(index.dtype()));
+  KILN_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-d, got shape ", shape_str(index.sizes()));
+  const int64_t dim = wrap_dim(dim_in, a.dim(), "index_select");
+  if (a.dim() == 0) return index_select(a.reshape({1}), 0, index).reshape({});
+  Tensor idx = index.to(kInt64).reshape({-1});
+  const int64_t size = a.size(dim);
+  for (int64_t v : idx.to_vector<int64_t>())
+    KILN_CHECK(v >= 0 && v < size, "index_select: index ", v, " is out of bounds for dimension ", dim,
+               " with size ", size);
+  // out = gather(a, dim, index broadcast along every other dim).
+  Shape line(a.dim(), 1), out_shape = a.sizes();
+  line[dim] = idx.numel();
+  out_shape[dim] = idx.numel();
+  return gather(a, dim, idx.reshape(line).expand(out_shape));
+}
+
+Tensor slice(const Tensor &a, int64_t dim_in, int64_t start, int64_t end, int64_t step) {
+  check_input(a, "slice", "input");
+  KILN_CHECK(a.dim() > 0, "slice: cannot be applied to a 0-dim tensor");
+  KILN_CHECK(step >= 1, "slice: step must be positive, got ", step);
+  const int64_t d = wrap_dim(dim_in, a.dim(), "slice");
+  if (step == 1) return a.slice(d, start, end);
+  const int64_t size = a.size(d);
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  trace::unsupported("slice");
+  Shape sizes = a.sizes(), strides = a.strides();
+  sizes[d] = (end - start + step - 1) / step;  // ceil((end - start) / step)
+  strides[d] *= step;
+  Tensor out = strided_view(a, sizes, strides, a.storage_offset() + start * a.stride(d));
+  if (autograd::any_requires_grad({a})) {
+    const Shape in_shape = a.sizes();
+    autograd::record(out, "SliceBackward", {a}, {},
+                     [in_shape, d, start, step](const TensorList &g, const TensorList &) -> TensorList {
+                       return {unslice(g[0], in_shape, d, start, step)};
+                     });
+  }
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor> &tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  std::vector<Tensor> used;
+  const Shape out_shape = cat_shape(tensors, &dim, &used);
+  DType dtype = tensors[0].dtype();
+  for (const Tensor &t : tensors) dtype = promote_types(dtype, t.dtype());
+  if (used.empty()) return Tensor::empty(out_shape, dtype);
+  trace::unsupported("cat");
+  TensorList inputs;
+  for (const Tensor &t : used) inputs.push_back(t.to(dtype));
+  Tensor out = Tensor::empty(out_shape, dtype);
+  Shape lengths;
+  int64_t offset = 0;
+  for (const Tensor &t : inputs) {
+    copy_region(t, out, offset * out.stride(dim));
+    lengths.push_back(t.size(dim));
+    offset += t.size(dim);
+  }
+  if (autograd::any_requires_grad(inputs))
+    autograd::record(out, "CatBackward", inputs, {}, [dim, lengths](const TensorList &g, const TensorList &) -> TensorList {
+      TensorList grads;
+      int64_t start = 0;
+      for (int64_t len : lengths) {
+        grads.push_back(g[0].narrow(dim, start, len));
+        start += len;
+      }
+      return grads;
+    });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor> &tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  for (const Tensor &t : tensors) check_input(t, "stack", "a tensor in the list");
+  const Shape &first = tensors[0].sizes();
+  for (size_t i = 1; i < tensors.size(); ++i)
+    KILN_CHECK(tensors[i].sizes() == first, "stack: expects each tensor to be equal size, but got ", shape_str(first),
+               " at entry 0 and ", shape_str(tensors[i].sizes()), " at entry ", i);
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (const Tensor &t : tensors) parts.push_back(t.unsqueeze(d));
+  return cat(parts, d);
+}
+
+std::vector<Tensor> split(const Tensor &a, int64_t split_size, int64_t dim) {
+  check_input(a, "split", "input");
+  KILN_CHECK(a.dim() > 0, "split: expects at least a 1-dimensional tensor, got shape []");
+  const int64_t d = wrap_dim(dim, a.dim(), "split");
+  const int64_t size = a.size(d);
+  KILN_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size must be positive, got ",
+             split_size, " for dimension ", d, " of size ", size);
+  std::vector<Tensor> pieces;
+  if (size == 0) return {a.narrow(d, 0, 0)};
+  for (int64_t start = 0; start < size; start += split_size)
+    pieces.push_back(a.narrow(d, start, std::min(split_size, size - start)));
+  return pieces;
+}
+
+std::vector<Tensor> chunk(const Tensor &a, int64_t chunks, int64_t dim) {
+  check_input(a, "chunk", "input");
+  KILN_CHECK(a.dim() > 0, "chunk: expects at least a 1-dimensional tensor, got shape []");
+  KILN_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
+  const int64_t d = wrap_dim(dim, a.dim(), "chunk");
+  const int64_t size = a.size(d);
+  if (size == 0) {
+    std::vector<Tensor> pieces;
+    for (int64_t i = 0; i < chunks; ++i) pieces.push_back(a.narrow(d, 0, 0));
+    return pieces;
+  }
+  return split(a, (size + chunks - 1) / chunks, d);
+}
+
+}  // namespace kiln

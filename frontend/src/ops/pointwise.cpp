@@ -1,0 +1,219 @@
+// More pointwise math: abs, rsqrt, tanh, sigmoid, silu, gelu, sin, cos,
+// clamp, masked_fill.
+//
+// Two kinds of op live here:
+// - primitive kernels (abs, rsqrt, tanh, sin, cos and the normal CDF behind
+//   exact gelu): a strided float kernel, trace::unsupported, and a backward
+//   written with public ops;
+// - composites (sigmoid, silu, gelu "tanh", clamp, masked_fill) built only
+//   from traceable differentiable ops (compare, where, neg, exp, add, mul,
+//   div), so they need no backward of their own and kiln::compile captures them.
+#include <cmath>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+namespace {
+
+using autograd::TensorList;
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
+
+bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
+
+/// Throws unless `a` is a defined cpu tensor of a non-bool dtype.
+void check_input(const Tensor &a, const char *op) {
+  KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
+  KILN_CHECK(a.device().is_cpu(), op, ": input is on ", a.device().str(),
+             "; only cpu tensors are supported in this build");
+  KILN_CHECK(a.dtype() != kBool, op, ": not supported for bool tensors; convert with .to(kiln::kFloat32) first");
+}
+
+/// The dtype a float op returns: floats keep theirs, integers give float32.
+DType float_result(DType t) { return is_floating_point(t) ? t : kFloat32; }
+
+/// The dtype a float op computes in: float64 stays, everything else float32.
+DType float_compute(DType t) { return t == kFloat64 ? kFloat64 : kFloat32; }
+
+/// Converts a computed result back to the dtype the op returns.
+Tensor to_result(const Tensor &out, DType result) { return out.dtype() == result ? out : out.to(result); }
+
+/// out[i] = f(x[i]) for a strided x of a compute dtype; out contiguous, same dtype.
+template <class F> Tensor map_elements(const Tensor &x, const char *op, F f) {
+  Tensor out = Tensor::empty(x.sizes(), x.dtype());
+  kernels::dispatch(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T *in = reinterpret_cast<const T *>(kernels::storage_base(x));
+    T *o = static_cast<T *>(out.raw_data());
+    int64_t w = 0;
+    kernels::for_each_row<1>(x.sizes(), {&x.strides()}, {x.storage_offset()},
+                             [&](std::array<int64_t, 1> off, int64_t n, std::array<int64_t, 1> st) {
+                               const T *row = in + off[0];
+                               for (int64_t i = 0; i < n; ++i) o[w + i] = static_cast<T>(f(row[i * st[0]]));
+                               w += n;
+                             });
+  });
+  return out;
+}
+
+/// A primitive kernel's input (converted to the compute dtype) and output.
+struct Computed {
+  Tensor x, out;
+};
+
+/// Checks `a`, converts it to the float compute dtype and runs f on it.
+template <class F> Computed run_float_kernel(const Tensor &a, const char *op, F f) {
+  check_input(a, op);
+  Tensor x = a.to(float_compute(a.dtype()));
+  Tensor out = map_elements(x, op, f);
+  trace::unsupported(op);
+  return {x, out};
+}
+
+/// Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt(2)) / 2 (erfc keeps the left
+/// tail accurate), in the compute dtype. Backward: phi(x) = exp(-x^2/2) / sqrt(2 pi).
+Tensor normal_cdf(const Tensor &x) {
+  Tensor out = map_elements(x, "gelu", [](auto v) {
+    using T = decltype(v);
+    return T(0.5) * std::erfc(-v * T(kSqrt1_2));
+  });
+  trace::unsupported("gelu");
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "NormalCdfBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0] * exp(s[0] * s[0] * -0.5) * kInvSqrt2Pi};
+    });
+  return out;
+}
+
+/// x with `bound` (a constant of x's dtype) where `cond` is true.
+Tensor replace_where(const Tensor &x, const Tensor &cond, double bound) {
+  return where(cond, full({}, bound, x.dtype()), x);
+}
+
+}  // namespace
+
+Tensor abs(const Tensor &a) {
+  check_input(a, "abs");
+  // Integers stay integers (as torch.abs); 16-bit floats compute in float32.
+  Tensor x = a.to(is_half(a.dtype()) ? kFloat32 : a.dtype());
+  Tensor out = map_elements(x, "abs", [](auto v) { return std::abs(v); });
+  trace::unsupported("abs");
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "AbsBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      // g * sign(x); sign(0) = 0 as in PyTorch.
+      Tensor zero = zeros({}, s[0].dtype());
+      Tensor gzero = zeros({}, g[0].dtype());
+      return {where(gt(s[0], zero), g[0], where(lt(s[0], zero), -g[0], gzero))};
+    });
+  return to_result(out, a.dtype());
+}
+
+Tensor rsqrt(const Tensor &a) {
+  auto [x, out] = run_float_kernel(a, "rsqrt", [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "RsqrtBackward", {x}, {out.detach()},
+                     [](const TensorList &g, const TensorList &s) -> TensorList {
+                       return {g[0] * s[0] * s[0] * s[0] * -0.5};  // d/dx x^(-1/2) = -x^(-3/2) / 2
+                     });
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor tanh(const Tensor &a) {
+  auto [x, out] = run_float_kernel(a, "tanh", [](auto v) { return std::tanh(v); });
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "TanhBackward", {x}, {out.detach()},
+                     [](const TensorList &g, const TensorList &s) -> TensorList {
+                       return {g[0] - g[0] * s[0] * s[0]};  // 1 - tanh^2
+                     });
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor sin(const Tensor &a) {
+  auto [x, out] = run_float_kernel(a, "sin", [](auto v) { return std::sin(v); });
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "SinBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0] * cos(s[0])};
+    });
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor cos(const Tensor &a) {
+  auto [x, out] = run_float_kernel(a, "cos", [](auto v) { return std::cos(v); });
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "CosBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {-(g[0] * sin(s[0]))};
+    });
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor sigmoid(const Tensor &a) {
+  check_input(a, "sigmoid");
+  Tensor x = a.to(float_compute(a.dtype()));
+  // With e = exp(-|x|) <= 1 (never overflows): sigmoid = 1 / (1 + e) for
+  // x >= 0 and e / (1 + e) for x < 0. Both branches stay finite, so their
+  // gradients do too (a plain 1 / (1 + exp(-x)) gives 0 * inf = nan in
+  // backward for x < -88 in float32).
+  Tensor nonneg = ge(x, zeros({}, x.dtype()));
+  Tensor e = exp(where(nonneg, -x, x));
+  Tensor out = where(nonneg, ones({}, x.dtype()), e) / (e + 1.0);
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor silu(const Tensor &a) {
+  check_input(a, "silu");
+  Tensor x = a.to(float_compute(a.dtype()));
+  return to_result(x * sigmoid(x), float_result(a.dtype()));
+}
+
+Tensor gelu(const Tensor &a, const std::string &approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
+             approximate, "\"");
+  check_input(a, "gelu");
+  Tensor x = a.to(float_compute(a.dtype()));
+  Tensor out;
+  if (approximate == "tanh") {
+    // 0.5 (1 + tanh(u)) == sigmoid(2u): the same function from traceable ops.
+    Tensor u = (x + x * x * x * 0.044715) * kSqrt2OverPi;
+    out = x * sigmoid(u * 2.0);
+  } else {
+    out = x * normal_cdf(x);
+  }
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor clamp(const Tensor &a, double min, double max) {
+  check_input(a, "clamp");
+  KILN_CHECK(!std::isnan(min) && !std::isnan(max), "clamp: bounds must not be NaN, got min=", min, " max=", max,
+             " (use -inf/+inf for no bound)");
+  // Integer tensors stay integer when the finite bounds are integral (as
+  // torch's type promotion with Python scalars); otherwise float32.
+  auto integral = [](double v) { return std::isinf(v) || std::nearbyint(v) == v; };
+  DType result = a.dtype();
+  if (!a.is_floating_point() && !(integral(min) && integral(max))) result = kFloat32;
+  Tensor x = a.to(is_half(result) ? kFloat32 : result);
+  // max(min(x, ...)) order as torch.clamp: min > max gives max everywhere.
+  // NaN compares false and passes through; the gradient is 1 where x is kept.
+  Tensor out = x;
+  if (min != -INFINITY) out = replace_where(out, lt(out, full({}, min, x.dtype())), min);
+  if (max != INFINITY) out = replace_where(out, gt(out, full({}, max, x.dtype())), max);
+  if (out.impl() == x.impl()) out = x.clone();  // never alias the input
+  return to_result(out, result);
+}
+
+Tensor masked_fill(const Tensor &a, const Tensor &mask, double value) {
+  KILN_CHECK(a.defined(), "masked_fill: input is an undefined tensor");
+  KILN_CHECK(mask.defined(), "masked_fill: mask is an undefined tensor");
+  KILN_CHECK(mask.dtype() == kBool, "masked_fill: mask must be a bool tensor, got ", dtype_name(mask.dtype()));
+  const Shape s = broadcast_shapes(mask.sizes(), a.sizes(), "masked_fill");
+  KILN_CHECK(s == a.sizes(), "masked_fill: mask of shape ", shape_str(mask.sizes()),
+             " cannot be broadcast to the input shape ", shape_str(a.sizes()));
+  // `value` is converted to a's dtype (as torch.masked_fill).
+  return where(mask, full({}, value, a.dtype()), a);
+}
+
+}  // namespace kiln

@@ -1,0 +1,257 @@
+// More reductions: var/std (with correction), max/min with indices,
+// logsumexp, cumsum.
+//
+// var, std and logsumexp are composites of differentiable ops (sum, mean,
+// sub, mul, exp, log, amax); max/min and cumsum are primitive kernels that
+// walk one line along `dim` at a time with kernels::for_each_row.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kernels.h"
+#include "../trace.h"
+
+namespace kiln {
+namespace {
+
+using autograd::TensorList;
+
+bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
+
+void check_input(const Tensor &a, const char *op) {
+  KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
+  KILN_CHECK(a.device().is_cpu(), op, ": input is on ", a.device().str(),
+             "; only cpu tensors are supported in this build");
+}
+
+/// Wraps `d` into [0, dim) (a 0-d tensor accepts 0 and -1 and gets 0).
+int64_t wrap_dim(const Tensor &a, int64_t d, const char *op) {
+  const int64_t n = std::max<int64_t>(a.dim(), 1);
+  KILN_CHECK(d >= -n && d < n, op, ": dimension ", d, " out of range for a tensor of shape ", shape_str(a.sizes()),
+             " (expected ", -n, "..", n - 1, ")");
+  return d < 0 ? d + n : d;
+}
+
+/// Sorted, wrapped, unique dims; empty means all. A 0-d tensor gives {}.
+Shape wrap_dims(const Tensor &a, const Shape &dims, const char *op) {
+  Shape out;
+  if (dims.empty())
+    for (int64_t i = 0; i < a.dim(); ++i) out.push_back(i);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(a, d, op);
+    KILN_CHECK(std::find(out.begin(), out.end(), w) == out.end(), op, ": dim ", w, " appears twice in ",
+               shape_str(dims));
+    out.push_back(w);
+  }
+  if (a.dim() == 0) out.clear();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Shape after reducing `dims` (kept as size 1 with keepdim).
+Shape reduced_shape(const Shape &sizes, const Shape &dims, bool keepdim) {
+  Shape out;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    const bool reduced = std::find(dims.begin(), dims.end(), i) != dims.end();
+    if (!reduced) out.push_back(sizes[i]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+/// Number of elements reduced over `dims`.
+int64_t reduced_count(const Tensor &a, const Shape &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= a.size(d);
+  return n;
+}
+
+Tensor to_result(const Tensor &out, DType result) { return out.dtype() == result ? out : out.to(result); }
+
+/// An iteration space with `dim` moved innermost, so that each for_each_row
+/// call walks one line along `dim` of two operands (strides `sa`, `sb`).
+struct Lines {
+  Shape sizes, a_strides, b_strides;
+};
+
+Lines lines_along(const Shape &sizes, const Shape &sa, const Shape &sb, int64_t dim) {
+  Lines l;
+  if (sizes.empty()) return l;
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    if (i == dim) continue;
+    l.sizes.push_back(sizes[i]);
+    l.a_strides.push_back(sa[i]);
+    l.b_strides.push_back(sb[i]);
+  }
+  l.sizes.push_back(sizes[dim]);
+  l.a_strides.push_back(sa[dim]);
+  l.b_strides.push_back(sb[dim]);
+  return l;
+}
+
+/// Whether `v` replaces `best` in a max (kMax) or min scan. The first NaN
+/// wins and stays (as torch.max/min); ties keep the first index.
+template <bool kMax, class T> bool better(T v, T best) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (v != v) return best == best;
+  return kMax ? v > best : v < best;
+}
+
+/// values/indices (contiguous, x's shape with size 1 at dim) = max or min of
+/// each line of x along dim.
+template <bool kMax, class T>
+void scan_extreme(const Tensor &x, int64_t dim, const Tensor &values, const Tensor &indices) {
+  const Shape out_strides = contiguous_strides(values.sizes());
+  const Lines l = lines_along(x.sizes(), x.strides(), out_strides, dim);
+  const T *in = reinterpret_cast<const T *>(kernels::storage_base(x));
+  T *v = static_cast<T *>(values.raw_data());
+  int64_t *idx = indices.data_ptr<int64_t>();
+  kernels::for_each_row<2>(l.sizes, {&l.a_strides, &l.b_strides}, {x.storage_offset(), 0},
+                           [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                             const T *line = in + off[0];
+                             T best = line[0];
+                             int64_t arg = 0;
+                             for (int64_t j = 1; j < n; ++j)
+                               if (better<kMax>(line[j * st[0]], best)) {
+                                 best = line[j * st[0]];
+                                 arg = j;
+                               }
+                             v[off[1]] = best;
+                             idx[off[1]] = arg;
+                           });
+}
+
+/// The gradient of max/min: g (x's shape with size 1 at dim) placed at
+/// `indices` along dim, zero elsewhere; built from public ops.
+Tensor place_at_indices(const Tensor &g, const Tensor &indices, const Shape &in_shape, int64_t dim) {
+  Shape line_shape(in_shape.size(), 1);
+  line_shape[dim] = in_shape[dim];
+  Tensor positions = arange(in_shape[dim], kInt64).reshape(line_shape);
+  Tensor hit = eq(positions, indices);  // [.., n, ..] vs [.., 1, ..] -> in_shape
+  return where(hit, g, zeros({}, g.dtype()));
+}
+
+/// torch.max/min(a, dim): values and int64 indices.
+std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim, bool is_max) {
+  const char *op = is_max ? "max" : "min";
+  check_input(a, op);
+  const int64_t dim = wrap_dim(a, dim_in, op);
+  if (a.dim() == 0) return extreme(a.reshape({1}), 0, /*keepdim=*/false, is_max);
+  KILN_CHECK(a.size(dim) > 0, op, ": cannot reduce over zero-size dimension ", dim, " of shape ",
+             shape_str(a.sizes()));
+  // 16-bit floats scan in float32, bool in int64; the values keep a's dtype.
+  const DType compute = is_half(a.dtype()) ? kFloat32 : (a.dtype() == kBool ? kInt64 : a.dtype());
+  Tensor x = a.to(compute);
+  Shape keep_shape = a.sizes();
+  keep_shape[dim] = 1;
+  Tensor values = Tensor::empty(keep_shape, compute);
+  Tensor indices = Tensor::empty(keep_shape, kInt64);
+  kernels::dispatch(compute, op, [&](auto zero) {
+    using T = decltype(zero);
+    if (is_max) scan_extreme<true, T>(x, dim, values, indices);
+    else scan_extreme<false, T>(x, dim, values, indices);
+  });
+  trace::unsupported(op);
+  if (autograd::any_requires_grad({x})) {
+    const Shape in_shape = a.sizes();
+    autograd::record(values, is_max ? "MaxBackward" : "MinBackward", {x}, {indices},
+                     [in_shape, dim](const TensorList &g, const TensorList &s) -> TensorList {
+                       return {place_at_indices(g[0], s[0], in_shape, dim)};
+                     });
+  }
+  values = to_result(values, a.dtype());
+  if (!keepdim) return {values.squeeze(dim), indices.squeeze(dim)};
+  return {values, indices};
+}
+
+/// out = inclusive prefix sums of x along dim (same shape, contiguous);
+/// floats accumulate in double, integers in int64.
+template <class T> void scan_cumsum(const Tensor &x, int64_t dim, const Tensor &out) {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  const Shape out_strides = contiguous_strides(out.sizes());
+  const Lines l = lines_along(x.sizes(), x.strides(), out_strides, dim);
+  const T *in = reinterpret_cast<const T *>(kernels::storage_base(x));
+  T *o = static_cast<T *>(out.raw_data());
+  kernels::for_each_row<2>(l.sizes, {&l.a_strides, &l.b_strides}, {x.storage_offset(), 0},
+                           [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                             Acc acc = 0;
+                             for (int64_t j = 0; j < n; ++j) {
+                               acc += in[off[0] + j * st[0]];
+                               o[off[1] + j * st[1]] = static_cast<T>(acc);
+                             }
+                           });
+}
+
+/// Variance over `dims` as sum((x - mean)^2) / max(0, N - correction), in
+/// the compute dtype (float64 stays, everything else float32).
+Tensor variance(const Tensor &a, const Shape &dims_in, int64_t correction, bool keepdim, const char *op) {
+  check_input(a, op);
+  KILN_CHECK(a.is_floating_point(), op, ": expected a floating point input, got ", dtype_name(a.dtype()),
+             "; convert with .to(kiln::kFloat32)");
+  const Shape dims = wrap_dims(a, dims_in, op);
+  const int64_t n = reduced_count(a, dims);
+  Tensor x = a.to(a.dtype() == kFloat64 ? kFloat64 : kFloat32);
+  Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+  // N <= correction divides by 0: inf, or nan for 0/0 (as torch.var).
+  const double denom = static_cast<double>(std::max<int64_t>(0, n - correction));
+  return sum(centered * centered, dims, keepdim) / denom;
+}
+
+/// amax over dims (keepdim, no gradient) with infinities replaced by 0, the
+/// shift that keeps logsumexp finite (as PyTorch's logsumexp).
+Tensor finite_max(const Tensor &x, const Shape &dims) {
+  Tensor m = amax(x.detach(), dims, /*keepdim=*/true);
+  Tensor zero = zeros({}, m.dtype());
+  m = where(eq(m, full({}, INFINITY, m.dtype())), zero, m);
+  return where(eq(m, full({}, -INFINITY, m.dtype())), zero, m);
+}
+
+}  // namespace
+
+Tensor var(const Tensor &a, const Shape &dims, int64_t correction, bool keepdim) {
+  return to_result(variance(a, dims, correction, keepdim, "var"), a.dtype());
+}
+
+Tensor std(const Tensor &a, const Shape &dims, int64_t correction, bool keepdim) {
+  return to_result(sqrt(variance(a, dims, correction, keepdim, "std")), a.dtype());
+}
+
+std::pair<Tensor, Tensor> max(const Tensor &a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, true); }
+std::pair<Tensor, Tensor> min(const Tensor &a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, false); }
+
+Tensor logsumexp(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  check_input(a, "logsumexp");
+  KILN_CHECK(a.dtype() != kBool, "logsumexp: not supported for bool tensors; convert with .to(kiln::kFloat32) first");
+  const Shape dims = wrap_dims(a, dims_in, "logsumexp");
+  const DType result = a.is_floating_point() ? a.dtype() : kFloat32;
+  Tensor x = a.to(result == kFloat64 ? kFloat64 : kFloat32);
+  if (x.numel() == 0)  // an empty sum: log(0) = -inf, no shift needed
+    return to_result(log(sum(exp(x), dims, keepdim)), result);
+  // log(sum(exp(x - m))) + m with m = max(x) detached: the gradient is
+  // softmax(x) either way, and exp never overflows.
+  Tensor shift = finite_max(x, dims);
+  Tensor out = log(sum(exp(x - shift), dims, /*keepdim=*/true)) + shift;
+  if (!keepdim) out = out.reshape(reduced_shape(a.sizes(), dims, false));
+  return to_result(out, result);
+}
+
+Tensor cumsum(const Tensor &a, int64_t dim_in) {
+  check_input(a, "cumsum");
+  const int64_t dim = wrap_dim(a, dim_in, "cumsum");
+  // Integers and bool accumulate into int64 (as torch.cumsum); 16-bit floats in float32.
+  const DType result = a.is_floating_point() ? a.dtype() : kInt64;
+  Tensor x = a.to(is_half(result) ? kFloat32 : result);
+  Tensor out = Tensor::empty(x.sizes(), x.dtype());
+  kernels::dispatch(x.dtype(), "cumsum", [&](auto zero) { scan_cumsum<decltype(zero)>(x, dim, out); });
+  trace::unsupported("cumsum");
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "CumsumBackward", {x}, {}, [dim](const TensorList &g, const TensorList &) -> TensorList {
+      // The reversed prefix sum sum_{j >= i} g_j = total - cumsum(g)_i + g_i.
+      return {sum(g[0], {dim}, /*keepdim=*/true) - cumsum(g[0], dim) + g[0]};
+    });
+  return to_result(out, result);
+}
+
+}  // namespace kiln

@@ -1,0 +1,126 @@
+// Adam (L2 weight decay, amsgrad) and AdamW (decoupled weight decay): one
+// fused float32 loop per parameter, as torch.optim's single-tensor path.
+#include <cmath>
+
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kiln/optim.h"
+#include "optim/update_utils.h"
+
+namespace kiln::optim {
+
+namespace {
+
+/// Hyperparameters of one Adam-family update.
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, decoupled;  ///< decoupled: AdamW's p *= 1 - lr*wd, else L2 into g
+};
+
+void check_adam(const char *name, double lr, double b1, double b2, double eps, double wd) {
+  KILN_CHECK(lr >= 0.0, name, ": invalid learning rate ", lr, " (expected >= 0)");
+  KILN_CHECK(eps >= 0.0, name, ": invalid eps ", eps, " (expected >= 0)");
+  KILN_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, name, ": betas must be in [0, 1), got (", b1, ", ", b2, ")");
+  KILN_CHECK(wd >= 0.0, name, ": invalid weight_decay ", wd, " (expected >= 0)");
+}
+
+Tensor &state_tensor(std::map<std::string, Tensor> &st, const char *name, const Tensor &p) {
+  Tensor &t = st[name];
+  if (!t.defined()) t = zeros(p.sizes());
+  return t;
+}
+
+void adam_update(Tensor &p, const Tensor &grad, std::map<std::string, Tensor> &st, const AdamStep &h) {
+  const double step = increment_step(st);
+  float *m = state_tensor(st, "exp_avg", p).data_ptr<float>();
+  float *v = state_tensor(st, "exp_avg_sq", p).data_ptr<float>();
+  float *vmax = h.amsgrad ? state_tensor(st, "max_exp_avg_sq", p).data_ptr<float>() : nullptr;
+  const double bias1 = 1.0 - std::pow(h.beta1, step);
+  const double bias2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, step));
+  const float step_size = static_cast<float>(h.lr / bias1), bc2 = static_cast<float>(bias2_sqrt);
+  // 1 - beta is taken in double and then rounded, as PyTorch passes it to
+  // its float kernels (1 - 0.999f differs from float(1 - 0.999) by 1e-5 relative).
+  const float b1 = static_cast<float>(h.beta1), b2 = static_cast<float>(h.beta2);
+  const float one_minus_b1 = static_cast<float>(1.0 - h.beta1), one_minus_b2 = static_cast<float>(1.0 - h.beta2);
+  const float eps = static_cast<float>(h.eps), wd = static_cast<float>(h.weight_decay);
+  const float decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  float *w = p.data_ptr<float>();
+  const float *gp = grad.data_ptr<float>();
+  for (int64_t j = 0, n = p.numel(); j < n; ++j) {
+    float g = gp[j];
+    if (h.decoupled) w[j] *= decay;
+    else g += wd * w[j];
+    m[j] = b1 * m[j] + one_minus_b1 * g;
+    v[j] = b2 * v[j] + one_minus_b2 * g * g;
+    float second = v[j];
+    if (vmax) second = vmax[j] = std::max(vmax[j], v[j]);
+    const float denom = std::sqrt(second) / bc2 + eps;
+    w[j] -= step_size * (m[j] / denom);
+  }
+}
+
+}  // namespace
+
+// ---- Adam ----------------------------------------------------------------------------
+
+std::vector<OptimizerOptions::Field> AdamOptions::fields() {
+  return {{"lr", &lr_},   {"beta1", &beta1_}, {"beta2", &beta2_}, {"eps", &eps_}, {"weight_decay", &weight_decay_},
+          {"amsgrad", nullptr, &amsgrad_}};
+}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam({ParamGroup(std::move(params), options)}) {}
+
+Adam::Adam(std::vector<ParamGroup> groups) : Optimizer(std::move(groups), "Adam") { mark_constructed(); }
+
+void Adam::check_options(const OptimizerOptions &options) const {
+  const auto &o = dynamic_cast<const AdamOptions &>(options);
+  check_adam("Adam", o.lr_, o.beta1_, o.beta2_, o.eps_, o.weight_decay_);
+}
+
+std::vector<std::string> Adam::state_names() const { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  size_t index = 0;
+  for (ParamGroup &group : param_groups()) {
+    const auto &o = group.options_as<AdamOptions>();
+    const AdamStep h{o.lr_, o.beta1_, o.beta2_, o.eps_, o.weight_decay_, o.amsgrad_, /*decoupled=*/false};
+    for (Tensor &p : group.params) {
+      std::map<std::string, Tensor> &st = state(index++);
+      if (p.grad().defined()) adam_update(p, dense_grad(p), st, h);
+    }
+  }
+}
+
+// ---- AdamW ---------------------------------------------------------------------------
+
+std::vector<OptimizerOptions::Field> AdamWOptions::fields() {
+  return {{"lr", &lr_},   {"beta1", &beta1_}, {"beta2", &beta2_}, {"eps", &eps_}, {"weight_decay", &weight_decay_},
+          {"amsgrad", nullptr, &amsgrad_}};
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW({ParamGroup(std::move(params), options)}) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups) : Optimizer(std::move(groups), "AdamW") { mark_constructed(); }
+
+void AdamW::check_options(const OptimizerOptions &options) const {
+  const auto &o = dynamic_cast<const AdamWOptions &>(options);
+  check_adam("AdamW", o.lr_, o.beta1_, o.beta2_, o.eps_, o.weight_decay_);
+}
+
+std::vector<std::string> AdamW::state_names() const { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  size_t index = 0;
+  for (ParamGroup &group : param_groups()) {
+    const auto &o = group.options_as<AdamWOptions>();
+    const AdamStep h{o.lr_, o.beta1_, o.beta2_, o.eps_, o.weight_decay_, o.amsgrad_, /*decoupled=*/true};
+    for (Tensor &p : group.params) {
+      std::map<std::string, Tensor> &st = state(index++);
+      if (p.grad().defined()) adam_update(p, dense_grad(p), st, h);
+    }
+  }
+}
+
+}  // namespace kiln::optim

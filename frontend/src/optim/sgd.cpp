@@ -1,0 +1,63 @@
+// SGD with momentum, dampening, nesterov and L2 weight decay (torch.optim.SGD).
+#include "kiln/autograd.h"
+#include "kiln/ops.h"
+#include "kiln/optim.h"
+#include "optim/update_utils.h"
+
+namespace kiln::optim {
+
+std::vector<OptimizerOptions::Field> SGDOptions::fields() {
+  return {{"lr", &lr_},
+          {"momentum", &momentum_},
+          {"dampening", &dampening_},
+          {"weight_decay", &weight_decay_},
+          {"nesterov", nullptr, &nesterov_}};
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD({ParamGroup(std::move(params), options)}) {}
+
+SGD::SGD(std::vector<ParamGroup> groups) : Optimizer(std::move(groups), "SGD") { mark_constructed(); }
+
+void SGD::check_options(const OptimizerOptions &options) const {
+  const auto &o = dynamic_cast<const SGDOptions &>(options);
+  KILN_CHECK(o.lr_ >= 0.0, "SGD: invalid learning rate ", o.lr_, " (expected >= 0)");
+  KILN_CHECK(o.momentum_ >= 0.0, "SGD: invalid momentum ", o.momentum_, " (expected >= 0)");
+  KILN_CHECK(o.weight_decay_ >= 0.0, "SGD: invalid weight_decay ", o.weight_decay_, " (expected >= 0)");
+  KILN_CHECK(!o.nesterov_ || (o.momentum_ > 0 && o.dampening_ == 0),
+             "SGD: nesterov momentum requires a momentum and zero dampening, got momentum ", o.momentum_,
+             " and dampening ", o.dampening_);
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  size_t index = 0;
+  for (ParamGroup &group : param_groups()) {
+    const auto &o = group.options_as<SGDOptions>();
+    const float lr = static_cast<float>(o.lr_), wd = static_cast<float>(o.weight_decay_);
+    const float mom = static_cast<float>(o.momentum_), one_minus_damp = static_cast<float>(1.0 - o.dampening_);
+    for (Tensor &p : group.params) {
+      std::map<std::string, Tensor> &st = state(index++);
+      if (!p.grad().defined()) continue;
+      Tensor g = dense_grad(p);
+      float *w = p.data_ptr<float>();
+      const float *gp = g.data_ptr<float>();
+      const int64_t n = p.numel();
+      if (mom == 0.0f) {
+        for (int64_t j = 0; j < n; ++j) w[j] -= lr * (gp[j] + wd * w[j]);
+        continue;
+      }
+      Tensor &buffer = st["momentum_buffer"];
+      const bool first = !buffer.defined();
+      if (first) buffer = zeros(p.sizes());
+      float *buf = buffer.data_ptr<float>();
+      for (int64_t j = 0; j < n; ++j) {
+        const float d = gp[j] + wd * w[j];
+        buf[j] = first ? d : mom * buf[j] + one_minus_damp * d;
+        const float update = o.nesterov_ ? d + mom * buf[j] : buf[j];
+        w[j] -= lr * update;
+      }
+    }
+  }
+}
+
+}  // namespace kiln::optim
