@@ -1,10 +1,14 @@
 // compileGraph: Graph -> kiln module -> pipeline -> kernels (JIT) -> Executables.
 #include "kiln/codegen/Compiler.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <exception>
+#include <vector>
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "cpu/CpuBackend.h"
@@ -42,10 +46,99 @@ int64_t intAttr(func::FuncOp func, StringRef name, int64_t fallback) {
   return fallback;
 }
 
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+/// KILN_LOG contains "cache" (or "all"): one line per kernel cache event.
+bool logCache() {
+  static const bool on = [] {
+    const char *log = std::getenv("KILN_LOG");
+    if (!log)
+      return false;
+    std::string s(log);
+    return s.find("cache") != std::string::npos || s.find("all") != std::string::npos;
+  }();
+  return on;
+}
+
+/// Kernels -> KernelLibrary through the on-disk cache: a verified entry is
+/// linked as is (no MLIR lowering, no LLVM); otherwise the kernels are lowered
+/// and compiled, and the object is stored (overwriting a bad entry). Cache
+/// problems never fail the compile; they only cost the compile.
+std::shared_ptr<cpu::KernelLibrary> buildLibrary(ModuleOp kernels, const CompileOptions &options,
+                                                 CompiledGraph *result, std::string *stage, std::string *error) {
+  std::vector<std::string> names;
+  for (auto func : kernels.getOps<func::FuncOp>())
+    names.push_back(func.getSymName().str());
+  const std::string dir = names.empty() ? "" : resolveKernelCacheDir(options);
+  cpu::KernelCacheCounters &counters = cpu::kernelCacheCounters();
+  std::string path;
+  if (!dir.empty()) {
+    result->kernel_cache_key = cpu::kernelCacheKey(kernels, cpu::loweringDescription(kernels.getContext()));
+    path = cpu::kernelCachePath(dir, result->kernel_cache_key);
+  }
+
+  if (!path.empty() && options.dump_ir_dir.empty()) {
+    auto start = Clock::now();
+    std::string object, why;
+    cpu::CacheRead read = cpu::readCachedObject(path, result->kernel_cache_key, &object, &why);
+    std::shared_ptr<cpu::KernelLibrary> library;
+    if (read == cpu::CacheRead::Ok) {
+      library = cpu::KernelLibrary::load(object, names, &why);
+      if (!library)
+        read = cpu::CacheRead::Corrupt;
+    }
+    result->cache_load_seconds = secondsSince(start);
+    if (library) {
+      counters.hits++;
+      result->kernel_cache_hit = true;
+      if (logCache())
+        llvm::errs() << "kiln: kernel cache hit " << path << " (" << names.size() << " kernels, "
+                     << llvm::format("%.1f", result->cache_load_seconds * 1e3) << " ms)\n";
+      return library;
+    }
+    counters.misses++;
+    if (read == cpu::CacheRead::Corrupt) {
+      counters.bad_entries++;
+      if (logCache())
+        llvm::errs() << "kiln: kernel cache: bad entry, recompiling: " << why << "\n";
+    }
+  }
+
+  auto start = Clock::now();
+  *stage = "lowering kernels";
+  if (failed(cpu::lowerKernelsToLLVM(kernels, options.dump_ir_dir, error)))
+    return nullptr;
+  *stage = "JIT";
+  result->mlir_lowering_seconds = secondsSince(start);
+  start = Clock::now();
+  std::shared_ptr<cpu::KernelLibrary> library =
+      cpu::KernelLibrary::create(kernels, names, /*keepObject=*/!path.empty(), error);
+  result->llvm_seconds = secondsSince(start);
+  if (!library)
+    return nullptr;
+  if (!path.empty()) {
+    std::string why;
+    if (cpu::storeCachedObject(*library, path, result->kernel_cache_key, &why)) {
+      counters.stores++;
+      if (logCache())
+        llvm::errs() << "kiln: kernel cache store " << path << " (lowering "
+                     << llvm::format("%.1f", result->mlir_lowering_seconds * 1e3) << " ms, LLVM "
+                     << llvm::format("%.1f", result->llvm_seconds * 1e3) << " ms)\n";
+    } else {
+      counters.store_failures++;
+      if (logCache())
+        llvm::errs() << "kiln: kernel cache: cannot store: " << why << "\n";
+    }
+  }
+  return library;
+}
+
 /// The stages, in order: build the module, run the pipeline, emit one kernel
 /// module for every kiln.fusion, lower it to LLVM, JIT it, and build one
 /// LaunchExecutable per function.
 bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out, std::string *error) {
+  const auto start = Clock::now();
   DialectRegistry registry;
   ir::registerKilnDialect(registry);
   cpu::registerCpuBackend(registry);
@@ -98,11 +191,11 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
     if (walk.wasInterrupted())
       return fail("emitting kernels", "a kiln.fusion cannot be lowered");
   }
-  if (failed(cpu::lowerKernelsToLLVM(*kernels, options.dump_ir_dir, &message)))
-    return fail("lowering kernels", message);
-  std::shared_ptr<cpu::KernelLibrary> library = cpu::KernelLibrary::create(*kernels, &message);
+  result.frontend_seconds = secondsSince(start);
+  std::string stage;
+  std::shared_ptr<cpu::KernelLibrary> library = buildLibrary(*kernels, options, &result, &stage, &message);
   if (!library)
-    return fail("JIT", message);
+    return fail(stage, message);
 
   result.forward = cpu::buildExecutable(forward, library, &message);
   if (!result.forward)
@@ -115,6 +208,15 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   result.num_forward_outputs =
       static_cast<int>(intAttr(forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
   result.num_saved = static_cast<int>(intAttr(forward, "kiln.num_saved", 0));
+  result.compile_seconds = secondsSince(start);
+  if (logCache())
+    llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels in "
+                 << llvm::format("%.1f", result.compile_seconds * 1e3) << " ms (frontend "
+                 << llvm::format("%.1f", result.frontend_seconds * 1e3) << ", MLIR lowering "
+                 << llvm::format("%.1f", result.mlir_lowering_seconds * 1e3) << ", LLVM "
+                 << llvm::format("%.1f", result.llvm_seconds * 1e3) << ", cache load "
+                 << llvm::format("%.1f", result.cache_load_seconds * 1e3) << ")"
+                 << (result.kernel_cache_hit ? " [cache hit]" : "") << "\n";
   *out = std::move(result);
   return true;
 }

@@ -5,12 +5,17 @@
 //   KernelLibrary       the ExecutionEngine (ORC JIT, -O3, host CPU) owning
 //                       the code of one kernel module
 //   buildExecutable     func @forward / @backward -> runtime::LaunchExecutable
+//   kernel cache        (KernelCache.cpp) key of a kernel module, verified
+//                       read / atomic write of its object file on disk
 //
 // Compiler.cpp strings them together; see codegen/README.md for the route.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -22,7 +27,11 @@
 namespace mlir {
 class DialectRegistry;
 class ExecutionEngine;
+class MLIRContext;
 } // namespace mlir
+namespace llvm::orc {
+class LLJIT;
+} // namespace llvm::orc
 
 namespace kiln::codegen::cpu {
 
@@ -56,6 +65,11 @@ mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels
 /// non-empty, writes `codegen-0-linalg.mlir` and `codegen-1-llvm.mlir` there.
 mlir::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels, const std::string &dump_dir, std::string *error);
 
+/// A stable description of everything lowerKernelsToLLVM does (the textual
+/// pass pipeline with its options, plus the steps outside the pass manager),
+/// hashed into the kernel cache key so a changed lowering misses the cache.
+std::string loweringDescription(mlir::MLIRContext *context);
+
 /// The JIT-compiled code of one kernel module. Kernels stay valid as long as
 /// the library lives (executables hold it through a shared_ptr).
 class KernelLibrary {
@@ -64,14 +78,58 @@ public:
   /// JIT-compiles an LLVM-dialect module at -O3 for the host CPU (its
   /// features: AVX-512 etc.). Null and `*error` on failure.
   static std::shared_ptr<KernelLibrary> create(mlir::ModuleOp llvmModule, std::string *error);
+  /// Same, and compiles eagerly: looks up every name in `kernels` (so LLVM
+  /// runs here, not at the first lookup). With `keepObject`, the engine also
+  /// keeps the object code for dumpObject.
+  static std::shared_ptr<KernelLibrary> create(mlir::ModuleOp llvmModule, const std::vector<std::string> &kernels,
+                                               bool keepObject, std::string *error);
+  /// Links already compiled object code (an ELF relocatable from dumpObject)
+  /// into a fresh ORC LLJIT, without MLIR or LLVM codegen, and resolves every
+  /// name in `kernels`. Null and `*error` if the object cannot be linked or a
+  /// kernel is missing.
+  static std::shared_ptr<KernelLibrary> load(const std::string &object, const std::vector<std::string> &kernels,
+                                             std::string *error);
+  /// Writes the object code of a library made by create(..., keepObject=true).
+  bool dumpObject(const std::string &path, std::string *error) const;
   /// The packed entry point of kernel `name` (MLIR's `_mlir_<name>` wrapper),
   /// or null and `*error`.
   runtime::PackedKernel lookup(const std::string &name, std::string *error) const;
 
 private:
   KernelLibrary() = default;
-  std::unique_ptr<mlir::ExecutionEngine> engine_;
+  std::unique_ptr<mlir::ExecutionEngine> engine_; // compiled here (create)
+  std::unique_ptr<llvm::orc::LLJIT> jit_;         // loaded from an object (load)
+  bool keepObject_ = false;
 };
+
+/// Process-wide counters behind codegen::kernelCacheStats().
+struct KernelCacheCounters {
+  std::atomic<int64_t> hits{0}, misses{0}, bad_entries{0}, stores{0}, store_failures{0}, mlir_lowerings{0},
+      llvm_compiles{0};
+};
+KernelCacheCounters &kernelCacheCounters();
+
+/// "triple|cpu|sorted features" of the host, as the JIT targets it.
+std::string hostTargetDescription();
+
+/// SHA-256 (hex) of: the cache format, KILN_VERSION, LLVM_VERSION_STRING,
+/// the host target, `lowering` (loweringDescription) and the kernel module's
+/// IR as printed before lowering (generic-free, no locations).
+std::string kernelCacheKey(mlir::ModuleOp kernels, const std::string &lowering);
+
+/// `<dir>/<key>.o`.
+std::string kernelCachePath(const std::string &dir, const std::string &key);
+
+enum class CacheRead { Missing, Corrupt, Ok };
+/// Reads an entry and checks its trailer (size, SHA-256 of key + object,
+/// magic); `*object` gets the bare object on Ok, `*why` says why on Corrupt.
+CacheRead readCachedObject(const std::string &path, const std::string &key, std::string *object, std::string *why);
+
+/// Writes `library`'s object to `path` atomically: dumped to a unique temp
+/// file in the same directory (created if needed), trailer appended, renamed
+/// over `path`. False and `*error` on failure (the temp file is removed).
+bool storeCachedObject(const KernelLibrary &library, const std::string &path, const std::string &key,
+                       std::string *error);
 
 /// Builds the launch list of `func` (after the pipeline: only kiln.fusion,
 /// kiln.matmul, kiln.transpose/broadcast/reshape, func.return). Kernels come

@@ -135,6 +135,35 @@ public:
         .Case([&](ir::LogOp) {
           return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::LogOp>(nl, x); });
         })
+        // sqrt/abs become LLVM intrinsics (vsqrtps, and), rsqrt is 1 / sqrt;
+        // tanh/sin/cos get the math dialect's polynomial approximations in
+        // lowerKernelsToLLVM (like exp/log), so their loops vectorize.
+        .Case([&](ir::SqrtOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::SqrtOp>(nl, x); });
+        })
+        .Case([&](ir::RsqrtOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::RsqrtOp>(nl, x); });
+        })
+        .Case([&](ir::TanhOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::TanhOp>(nl, x); });
+        })
+        .Case([&](ir::SinOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::SinOp>(nl, x); });
+        })
+        .Case([&](ir::CosOp) {
+          return unary([](OpBuilder &nb, Location nl, Value x) -> Value { return nb.create<math::CosOp>(nl, x); });
+        })
+        .Case([&](ir::AbsOp) {
+          return unary([&](OpBuilder &nb, Location nl, Value x) -> Value {
+            if (isFloat)
+              return nb.create<math::AbsFOp>(nl, x);
+            return nb.create<math::AbsIOp>(nl, x);
+          });
+        })
+        .Case([&](ir::PowOp p) {
+          const double e = p.getExponent().convertToDouble();
+          return unary([&](OpBuilder &nb, Location nl, Value x) -> Value { return power(nb, nl, x, element, e); });
+        })
         .Case([&](ir::ReluOp) {
           // maximumf propagates NaN, like torch.relu.
           return unary([&](OpBuilder &nb, Location nl, Value x) -> Value {
@@ -224,6 +253,35 @@ public:
   }
 
 private:
+  /// x ^ e for a constant exponent, as torch.pow(tensor, float): small
+  /// integral exponents are multiplications (exact, vectorizable; x ^ 0 is 1
+  /// even for NaN), +-0.5 are sqrt/rsqrt, anything else is math.powf.
+  static Value power(OpBuilder &nb, Location nl, Value x, Type element, double e) {
+    auto constant = [&](double v) -> Value { return nb.create<arith::ConstantOp>(nl, nb.getFloatAttr(element, v)); };
+    if (e == 0.5)
+      return nb.create<math::SqrtOp>(nl, x);
+    if (e == -0.5)
+      return nb.create<math::RsqrtOp>(nl, x);
+    if (e == std::trunc(e) && std::fabs(e) <= 64.0) {
+      auto n = static_cast<int64_t>(std::fabs(e));
+      if (n == 0)
+        return constant(1.0);
+      // Binary exponentiation: x^n with O(log n) multiplications.
+      Value result, base = x;
+      while (n > 0) {
+        if (n & 1)
+          result = result ? nb.create<arith::MulFOp>(nl, result, base).getResult() : base;
+        n >>= 1;
+        if (n > 0)
+          base = nb.create<arith::MulFOp>(nl, base, base);
+      }
+      if (e < 0)
+        result = nb.create<arith::DivFOp>(nl, constant(1.0), result);
+      return result;
+    }
+    return nb.create<math::PowFOp>(nl, x, constant(e));
+  }
+
   static Value compare(OpBuilder &nb, Location nl, ir::ComparePredicate p, Type element, Value x, Value y) {
     if (isa<FloatType>(element)) {
       // Ordered predicates, except ne (true when either is NaN, like torch).
@@ -320,6 +378,25 @@ private:
 
 } // namespace
 
+/// Multi-result fusions: gives the tensor.empty that the linalg op computing
+/// result `index` starts from (directly, or through a reduction's
+/// linalg.fill) a `kiln.result` attribute. CSE then cannot merge it with the
+/// identical inits of other results and intermediates, so empty-tensor
+/// elimination (which replaces every use of the empty it finds, LLVM 19)
+/// hands destination `index` to this result alone; with one shared empty,
+/// all results were computed into the first destination and overwrote
+/// each other.
+static void tagResultInit(Value result, unsigned index) {
+  auto generic = result.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic->getNumResults() != 1)
+    return;
+  Value init = generic.getDpsInits()[0];
+  if (auto fill = init.getDefiningOp<linalg::FillOp>()) // a reduction's accumulator
+    init = fill.getDpsInits()[0];
+  if (auto empty = init.getDefiningOp<tensor::EmptyOp>())
+    empty->setAttr("kiln.result", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), index));
+}
+
 LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
   MLIRContext *ctx = fusion.getContext();
   Location loc = fusion.getLoc();
@@ -381,6 +458,8 @@ LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
     written.insert(tensor);
     if (cast<RankedTensorType>(tensor.getType()).getElementType().isInteger(1))
       tensor = emitter.storeBool(tensor);
+    if (fusion.getNumResults() > 1)
+      tagResultInit(tensor, j);
     b.create<bufferization::MaterializeInDestinationOp>(loc, /*result=*/Type(), tensor,
                                                         entry->getArgument(numInputs + j),
                                                         /*restrict=*/true, /*writable=*/true);

@@ -1,11 +1,17 @@
-// KernelLibrary: one ExecutionEngine (ORC JIT) per compiled graph.
+// KernelLibrary: one ExecutionEngine (ORC JIT) per compiled graph, or, on a
+// kernel cache hit, one ORC LLJIT holding the cached object code.
 #include "CpuBackend.h"
 
 #include <mutex>
 
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -27,8 +33,23 @@ void initializeNativeTarget() {
 
 KernelLibrary::~KernelLibrary() = default;
 
+/// Runtime helpers that lowered kernels may call (a memref.copy between
+/// strided views becomes a call to memrefCopy), bound to this process's
+/// copies from libmlir_c_runner_utils.
+static llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner) {
+  llvm::orc::SymbolMap map;
+  map[interner("memrefCopy")] = {llvm::orc::ExecutorAddr::fromPtr(&memrefCopy), llvm::JITSymbolFlags::Exported};
+  return map;
+}
+
 std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, std::string *error) {
+  return create(llvmModule, {}, /*keepObject=*/false, error);
+}
+
+std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const std::vector<std::string> &kernels,
+                                                     bool keepObject, std::string *error) {
   initializeNativeTarget();
+  kernelCacheCounters().llvm_compiles++;
   // The host's CPU name and features (AVX-512, AMX...), -O3 code generation.
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder) {
@@ -53,18 +74,88 @@ std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, std::s
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
+  options.enableObjectDump = keepObject; // a SimpleObjectCache keeps the object
   auto engine = ExecutionEngine::create(llvmModule, options, std::move(*machine));
   if (!engine) {
     if (error)
       *error = "JIT: " + llvm::toString(engine.takeError());
     return nullptr;
   }
+  (*engine)->registerSymbols(runtimeSymbols);
   std::shared_ptr<KernelLibrary> library(new KernelLibrary());
   library->engine_ = std::move(*engine);
+  library->keepObject_ = keepObject;
+  // The first lookup compiles the whole module (one IR module, one object).
+  for (const std::string &name : kernels)
+    if (!library->lookup(name, error))
+      return nullptr;
   return library;
 }
 
+std::shared_ptr<KernelLibrary> KernelLibrary::load(const std::string &object, const std::vector<std::string> &kernels,
+                                                   std::string *error) {
+  initializeNativeTarget();
+  auto fail = [&](const std::string &what, llvm::Error err) -> std::shared_ptr<KernelLibrary> {
+    if (error)
+      *error = "JIT (cached object): " + what + ": " + llvm::toString(std::move(err));
+    return nullptr;
+  };
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return fail("cannot detect the host", builder.takeError());
+  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // The same linker as the ExecutionEngine (RuntimeDyld + SectionMemoryManager);
+  // process symbols (malloc, free, ...) resolve through LLJIT's default
+  // process-symbols JITDylib.
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(std::move(*builder))
+                 .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession &session, const llvm::Triple &) {
+                   return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                       session, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+                 })
+                 .create();
+  if (!jit)
+    return fail("cannot create an LLJIT", jit.takeError());
+  llvm::orc::MangleAndInterner interner((*jit)->getExecutionSession(), (*jit)->getDataLayout());
+  if (llvm::Error err = (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(runtimeSymbols(interner))))
+    return fail("cannot define runtime symbols", std::move(err));
+  if (llvm::Error err =
+          (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-cached-kernels.o")))
+    return fail("cannot add the object", std::move(err));
+  std::shared_ptr<KernelLibrary> library(new KernelLibrary());
+  library->jit_ = std::move(*jit);
+  // Links the object now: a bad object fails here, not at the first launch.
+  for (const std::string &name : kernels)
+    if (!library->lookup(name, error))
+      return nullptr;
+  return library;
+}
+
+bool KernelLibrary::dumpObject(const std::string &path, std::string *error) const {
+  if (!engine_ || !keepObject_) {
+    if (error)
+      *error = "the kernel library keeps no object code";
+    return false;
+  }
+  engine_->dumpToObjectFile(path); // compiles first if nothing was looked up
+  return true;
+}
+
 runtime::PackedKernel KernelLibrary::lookup(const std::string &name, std::string *error) const {
+  if (jit_) {
+    // MLIR's packed wrapper; the error is turned into a string right away
+    // (it may refer to strings owned by the JIT).
+    auto addr = jit_->lookup("_mlir_" + name);
+    if (!addr) {
+      if (error)
+        *error = "JIT: kernel " + name + " not found in the cached object: " + llvm::toString(addr.takeError());
+      return nullptr;
+    }
+    auto fn = addr->toPtr<void (*)(void **)>();
+    if (!fn && error)
+      *error = "JIT: kernel " + name + " has a null address in the cached object";
+    return fn;
+  }
   auto fn = engine_->lookupPacked(name);
   if (!fn) {
     if (error)

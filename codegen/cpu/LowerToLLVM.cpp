@@ -10,6 +10,8 @@
 //   -to-llvm, reconcile-unrealized-casts
 #include "CpuBackend.h"
 
+#include <mutex>
+
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -112,7 +114,28 @@ void addLLVMPasses(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+/// Everything after the math approximation.
+void addLoweringPasses(OpPassManager &pm) {
+  addFusionPasses(pm);
+  addBufferizationPasses(pm);
+  addLLVMPasses(pm);
+}
+
 } // namespace
+
+std::string loweringDescription(MLIRContext *context) {
+  // Built once per process: the pipeline is fixed at build time.
+  static std::once_flag once;
+  static std::string description;
+  std::call_once(once, [&] {
+    PassManager pm(context);
+    addLoweringPasses(pm);
+    llvm::raw_string_ostream os(description);
+    os << "math-polynomial-approximation(greedy);";
+    pm.printAsTextualPipeline(os);
+  });
+  return description;
+}
 
 void registerCpuBackend(DialectRegistry &registry) {
   registry
@@ -135,10 +158,9 @@ LogicalResult lowerKernelsToLLVM(ModuleOp kernels, const std::string &dump_dir, 
       *error = "math approximation did not converge";
     return failure();
   }
+  kernelCacheCounters().mlir_lowerings++;
   PassManager pm(kernels.getContext());
-  addFusionPasses(pm);
-  addBufferizationPasses(pm);
-  addLLVMPasses(pm);
+  addLoweringPasses(pm);
   if (failed(pm.run(kernels))) {
     if (error && error->empty())
       *error = "lowering the kernels to LLVM failed";

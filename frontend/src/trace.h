@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kiln/ir/Graph.h"
@@ -26,5 +27,11 @@ void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &ou
 void alias(const Tensor &src, const Tensor &dst);
 /// Throws kiln::Error when tracing: `op` cannot be captured by kiln::compile.
 void unsupported(const char *op);
+
+/// A tensor drawn from a random source (a dropout mask). While tracing it
+/// becomes a graph input that the compiled function draws afresh with `draw`
+/// on every call, in trace order, so compiled and eager runs consume the
+/// default generator identically and see the same masks. Otherwise: draw().
+Tensor random_input(const std::function<Tensor()> &draw);
 
 }  // namespace kiln::trace

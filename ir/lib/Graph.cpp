@@ -21,6 +21,20 @@ const char *toString(OpKind kind) {
     return "Log";
   case OpKind::Relu:
     return "Relu";
+  case OpKind::Sqrt:
+    return "Sqrt";
+  case OpKind::Rsqrt:
+    return "Rsqrt";
+  case OpKind::Tanh:
+    return "Tanh";
+  case OpKind::Abs:
+    return "Abs";
+  case OpKind::Sin:
+    return "Sin";
+  case OpKind::Cos:
+    return "Cos";
+  case OpKind::Pow:
+    return "Pow";
   case OpKind::Compare:
     return "Compare";
   case OpKind::Select:

@@ -180,13 +180,34 @@ bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
   case OpKind::Relu:
     result = create(ReluOp());
     break;
+  case OpKind::Sqrt:
+    result = create(SqrtOp());
+    break;
+  case OpKind::Rsqrt:
+    result = create(RsqrtOp());
+    break;
+  case OpKind::Tanh:
+    result = create(TanhOp());
+    break;
+  case OpKind::Abs:
+    result = create(AbsOp());
+    break;
+  case OpKind::Sin:
+    result = create(SinOp());
+    break;
+  case OpKind::Cos:
+    result = create(CosOp());
+    break;
+  case OpKind::Pow:
+    result = create(PowOp(), {builder_.getNamedAttr("exponent", builder_.getF64FloatAttr(node.scalar))});
+    break;
   case OpKind::Select:
     result = create(SelectOp());
     break;
   case OpKind::Convert:
     result = create(ConvertOp());
     break;
-  case OpKind::Matmul:
+  case OpKind::Matmul: // rank 2, or rank 3 (batched): the verifier checks the shapes
     result = create(MatmulOp());
     break;
   case OpKind::Broadcast:

@@ -39,7 +39,8 @@ static RankedTensorType tensorTypeOf(mlir::Value value) { return mlir::cast<Rank
 //===----------------------------------------------------------------------===//
 
 bool isElementwiseOp(mlir::Operation *op) {
-  return mlir::isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, ReluOp, CompareOp, SelectOp, ConvertOp>(op);
+  return mlir::isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, ReluOp, SqrtOp, RsqrtOp, TanhOp, AbsOp, SinOp, CosOp,
+                   PowOp, CompareOp, SelectOp, ConvertOp>(op);
 }
 
 bool isReductionOp(mlir::Operation *op) { return mlir::isa<ReduceSumOp, ReduceMaxOp>(op); }
@@ -90,13 +91,21 @@ LogicalResult MatmulOp::verify() {
   auto lhs = tensorTypeOf(getLhs());
   auto rhs = tensorTypeOf(getRhs());
   auto result = getType();
-  if (lhs.getRank() != 2 || rhs.getRank() != 2 || result.getRank() != 2)
-    return emitOpError() << "expects rank-2 operands and result, got " << shapeString(lhs.getShape()) << " x "
-                         << shapeString(rhs.getShape()) << " -> " << shapeString(result.getShape());
-  if (lhs.getDimSize(1) != rhs.getDimSize(0))
+  const int64_t rank = lhs.getRank();
+  if ((rank != 2 && rank != 3) || rhs.getRank() != rank || result.getRank() != rank)
+    return emitOpError() << "expects rank-2 operands and result ([M, K] x [K, N]) or rank-3 ones ([B, M, K] x "
+                            "[B, K, N]), got "
+                         << shapeString(lhs.getShape()) << " x " << shapeString(rhs.getShape()) << " -> "
+                         << shapeString(result.getShape());
+  const int64_t m = rank - 2; // the row dim of lhs (and of the result)
+  if (rank == 3 && lhs.getDimSize(0) != rhs.getDimSize(0))
+    return emitOpError() << "batch dims differ: " << shapeString(lhs.getShape()) << " x "
+                         << shapeString(rhs.getShape());
+  if (lhs.getDimSize(m + 1) != rhs.getDimSize(m))
     return emitOpError() << "contraction dims differ: " << shapeString(lhs.getShape()) << " x "
                          << shapeString(rhs.getShape());
-  if (result.getDimSize(0) != lhs.getDimSize(0) || result.getDimSize(1) != rhs.getDimSize(1))
+  if (result.getDimSize(m) != lhs.getDimSize(m) || result.getDimSize(m + 1) != rhs.getDimSize(m + 1) ||
+      (rank == 3 && result.getDimSize(0) != lhs.getDimSize(0)))
     return emitOpError() << "result shape " << shapeString(result.getShape()) << " does not match "
                          << shapeString(lhs.getShape()) << " x " << shapeString(rhs.getShape());
   if (lhs.getElementType() != rhs.getElementType() || lhs.getElementType() != result.getElementType())

@@ -1,20 +1,34 @@
 // kiln-fuse: group elementwise ops and reductions into kiln.fusion regions.
 //
-// Recipe, per func.func (program order of the module): form groups by a
-// reverse walk (rules below and in passes/README.md), outline each group into
-// a kiln.fusion placed at its root, wrap constants still used outside
-// fusions, then name every kernel of the module fusion_0, fusion_1, ... in
-// order of appearance.
+// Recipe, per func.func (program order of the module), rules in
+// passes/README.md:
+//   1. every elementwise op and reduction starts as a one-op group;
+//   2. vertical fusion: a reverse walk pulls producers into their
+//      consumers' group (multi-output when a producer also has users
+//      outside the group; reductions join as the producer of an epilogue);
+//   3. horizontal fusion: groups that share an input or an edge merge
+//      (siblings, and producer/consumer pairs the walk could not join);
+//   every merge keeps one iteration space (or a reduction of it), creates no
+//   cycle between groups and stays under `max-ops`;
+//   4. outline each group into a kiln.fusion (a result per value used
+//      outside it), wrap constants still used outside fusions, restore a
+//      topological order;
+// then name every kernel of the module fusion_0, fusion_1, ... in order of
+// appearance.
 #include "kiln/ir/KilnOps.h"
 #include "kiln/passes/Passes.h"
 
+#include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
+
+#include <optional>
 
 #define DEBUG_TYPE "kiln-fuse"
 
@@ -26,7 +40,7 @@ namespace kiln::passes {
 namespace kiln::passes {
 namespace {
 
-/// Ops that seed a group: elementwise ops and reductions (not constants,
+/// Ops that can be grouped: elementwise ops and reductions (not constants,
 /// which are cloned into the fusions that use them).
 static bool isComputeOp(mlir::Operation *op) { return ir::isElementwiseOp(op) || ir::isReductionOp(op); }
 
@@ -34,66 +48,286 @@ static llvm::ArrayRef<int64_t> shapeOf(mlir::Value value) {
   return mlir::cast<mlir::RankedTensorType>(value.getType()).getShape();
 }
 
-/// The iteration space of a group rooted at `seed`: the operand shape of a
-/// reduction, otherwise the result shape.
-static llvm::ArrayRef<int64_t> iterationSpace(mlir::Operation *seed) {
-  if (ir::isReductionOp(seed))
-    return shapeOf(seed->getOperand(0));
-  return shapeOf(seed->getResult(0));
+static llvm::SmallVector<int64_t> reducedDims(mlir::Operation *reduction) {
+  if (auto sum = mlir::dyn_cast<ir::ReduceSumOp>(reduction))
+    return llvm::to_vector(sum.getDims());
+  return llvm::to_vector(mlir::cast<ir::ReduceMaxOp>(reduction).getDims());
 }
 
-/// One fusion group: the root (its only externally used op) and the members
-/// in program order.
-struct Group {
-  mlir::Operation *root = nullptr;
-  llvm::SmallVector<mlir::Operation *> members;
+/// The loop nest of a group. `shape` is the iteration space: an elementwise
+/// op's result shape, or a reduction's operand shape. Once the group holds a
+/// reduction, `dims` are its reduced dims and `reduced` its result shape,
+/// the shape of the group's epilogue ops.
+struct Space {
+  llvm::SmallVector<int64_t> shape;
+  bool hasReduction = false;
+  llvm::SmallVector<int64_t> dims;
+  llvm::SmallVector<int64_t> reduced;
 };
 
-/// Forms the groups of `block` (see the file comment for the rules).
-static std::vector<Group> formGroups(mlir::Block &block) {
-  llvm::SmallVector<mlir::Operation *> ops;
-  for (mlir::Operation &op : block.without_terminator())
-    ops.push_back(&op);
-  llvm::DenseSet<mlir::Operation *> assigned;
-  std::vector<Group> groups;
-  for (int seedIndex = static_cast<int>(ops.size()) - 1; seedIndex >= 0; --seedIndex) {
-    mlir::Operation *seed = ops[seedIndex];
-    if (!isComputeOp(seed) || assigned.contains(seed))
-      continue;
-    llvm::ArrayRef<int64_t> space = iterationSpace(seed);
-    llvm::SetVector<mlir::Operation *> members;
-    members.insert(seed);
-    // Users come after producers, so by the time a producer is visited all
-    // of its users have been decided.
-    for (int i = seedIndex - 1; i >= 0; --i) {
-      mlir::Operation *producer = ops[i];
-      if (assigned.contains(producer) || !ir::isElementwiseOp(producer) || shapeOf(producer->getResult(0)) != space ||
-          producer->getResult(0).use_empty())
-        continue;
-      bool allUsersInGroup =
-          llvm::all_of(producer->getUsers(), [&](mlir::Operation *user) { return members.contains(user); });
-      if (allUsersInGroup)
-        members.insert(producer);
-    }
-    Group group;
-    group.root = seed;
-    group.members.assign(members.rbegin(), members.rend());
-    for (mlir::Operation *op : group.members)
-      assigned.insert(op);
-    groups.push_back(std::move(group));
+static Space spaceOf(mlir::Operation *op) {
+  Space space;
+  if (ir::isReductionOp(op)) {
+    space.shape = llvm::to_vector(shapeOf(op->getOperand(0)));
+    space.hasReduction = true;
+    space.dims = reducedDims(op);
+    space.reduced = llvm::to_vector(shapeOf(op->getResult(0)));
+  } else {
+    space.shape = llvm::to_vector(shapeOf(op->getResult(0)));
   }
-  std::reverse(groups.begin(), groups.end());
-  return groups;
+  return space;
 }
 
-/// Replaces `group` by one kiln.fusion at the root's position. Constants
-/// used by members are cloned into the body; other external values become
-/// operands (in order of first use).
-static void outlineGroup(const Group &group) {
-  llvm::DenseSet<mlir::Operation *> memberSet(group.members.begin(), group.members.end());
+/// The space of the union of two groups, if they may share one loop nest:
+/// the same iteration space; or one group reduces and the other runs over
+/// its iteration space (prologue, sibling) or, with `epilogues`, over its
+/// reduced shape (epilogue). Two reductions must reduce the same dims of
+/// the same space.
+static std::optional<Space> combineSpaces(const Space &a, const Space &b, bool epilogues) {
+  if (!a.hasReduction && !b.hasReduction) {
+    if (a.shape == b.shape)
+      return a;
+    return std::nullopt;
+  }
+  if (a.hasReduction && b.hasReduction) {
+    if (a.shape == b.shape && a.dims == b.dims)
+      return a;
+    return std::nullopt;
+  }
+  const Space &reduction = a.hasReduction ? a : b;
+  const Space &pointwise = a.hasReduction ? b : a;
+  if (pointwise.shape == reduction.shape || (epilogues && pointwise.shape == reduction.reduced))
+    return reduction;
+  return std::nullopt;
+}
+
+struct FuseOptions {
+  unsigned maxOps = 64;
+  bool multiOutput = true;
+  bool siblings = true;
+  bool epilogues = true;
+};
+
+/// The ops of one block as a graph whose nodes are groups (union-find over
+/// op indices in program order). Ops that are not compute ops stay
+/// one-op nodes and never merge. Every merge is of two nodes with no path
+/// of two or more edges between them, so the contracted graph stays a DAG:
+/// the fusions can always be put in a topological order.
+class FusionGraph {
+public:
+  FusionGraph(mlir::Block &block, const FuseOptions &options) : options(options) {
+    for (mlir::Operation &op : block.without_terminator()) {
+      index[&op] = static_cast<int>(ops.size());
+      ops.push_back(&op);
+    }
+    const int n = static_cast<int>(ops.size());
+    leader.resize(n);
+    members.resize(n);
+    spaces.resize(n);
+    for (int i = 0; i < n; ++i) {
+      leader[i] = i;
+      members[i].push_back(i);
+      if (isComputeOp(ops[i]))
+        spaces[i] = spaceOf(ops[i]);
+    }
+  }
+
+  void fuseProducers();
+  void fuseGroups();
+
+  /// The groups with at least one compute op, each in program order,
+  /// ordered by their first op.
+  std::vector<llvm::SmallVector<mlir::Operation *>> groups() {
+    std::vector<llvm::SmallVector<mlir::Operation *>> result;
+    for (int node : liveGroups()) {
+      llvm::SmallVector<mlir::Operation *> group;
+      for (int i : members[node])
+        group.push_back(ops[i]);
+      result.push_back(std::move(group));
+    }
+    return result;
+  }
+
+private:
+  int find(int i) {
+    while (leader[i] != i) {
+      leader[i] = leader[leader[i]];
+      i = leader[i];
+    }
+    return i;
+  }
+  /// The node of a user op, or -1 for the terminator and ops elsewhere.
+  int nodeOf(mlir::Operation *op) {
+    auto it = index.find(op);
+    return it == index.end() ? -1 : find(it->second);
+  }
+  bool isGroup(int node) { return isComputeOp(ops[node]); }
+
+  /// Nodes that use a value of `node` (may contain duplicates).
+  llvm::SmallVector<int> successors(int node) {
+    llvm::SmallVector<int> result;
+    for (int i : members[node])
+      for (mlir::Operation *user : ops[i]->getUsers()) {
+        int succ = nodeOf(user);
+        if (succ >= 0 && succ != node)
+          result.push_back(succ);
+      }
+    return result;
+  }
+
+  /// True if merging `a` and `b` would create a cycle: a path of two or more
+  /// edges (through other nodes) from one to the other.
+  bool wouldCreateCycle(int a, int b) {
+    llvm::SmallVector<int> worklist;
+    llvm::DenseSet<int> seen;
+    for (int start : {a, b})
+      for (int succ : successors(start))
+        if (succ != a && succ != b && seen.insert(succ).second)
+          worklist.push_back(succ);
+    while (!worklist.empty()) {
+      int node = worklist.pop_back_val();
+      for (int succ : successors(node)) {
+        if (succ == a || succ == b)
+          return true;
+        if (seen.insert(succ).second)
+          worklist.push_back(succ);
+      }
+    }
+    return false;
+  }
+
+  /// Merges group `b` into group `a` if the rules allow it.
+  bool tryMerge(int a, int b) {
+    if (a == b || !isGroup(a) || !isGroup(b))
+      return false;
+    if (members[a].size() + members[b].size() > options.maxOps)
+      return false;
+    std::optional<Space> space = combineSpaces(spaces[a], spaces[b], options.epilogues);
+    if (!space || wouldCreateCycle(a, b))
+      return false;
+    leader[b] = a;
+    members[a].append(members[b].begin(), members[b].end());
+    llvm::sort(members[a]);
+    members[b].clear();
+    spaces[a] = *space;
+    LLVM_DEBUG(llvm::dbgs() << "kiln-fuse: merged " << *ops[b] << " into the group of " << *ops[a] << "\n");
+    return true;
+  }
+
+  /// Live groups ordered by their first op.
+  llvm::SmallVector<int> liveGroups() {
+    llvm::SmallVector<int> result;
+    for (int i = 0, n = static_cast<int>(ops.size()); i < n; ++i)
+      if (find(i) == i && isGroup(i))
+        result.push_back(i);
+    llvm::sort(result, [&](int x, int y) { return members[x].front() < members[y].front(); });
+    return result;
+  }
+
+  /// Values a group reads from outside (constants excluded: they are cloned).
+  llvm::SmallVector<mlir::Value> inputsOf(int node) {
+    llvm::SetVector<mlir::Value> inputs;
+    for (int i : members[node])
+      for (mlir::Value operand : ops[i]->getOperands()) {
+        mlir::Operation *producer = operand.getDefiningOp();
+        if (producer && (mlir::isa<ir::ConstantOp>(producer) || nodeOf(producer) == node))
+          continue;
+        inputs.insert(operand);
+      }
+    return inputs.takeVector();
+  }
+
+  /// True if the groups read a common input or one uses a value of the other.
+  bool related(int a, int b) {
+    llvm::SmallVector<mlir::Value> inputsA = inputsOf(a);
+    llvm::DenseSet<mlir::Value> setA(inputsA.begin(), inputsA.end());
+    for (mlir::Value v : inputsOf(b)) {
+      if (setA.contains(v))
+        return true;
+      mlir::Operation *producer = v.getDefiningOp();
+      if (producer && nodeOf(producer) == a)
+        return true;
+    }
+    for (mlir::Value v : inputsA) {
+      mlir::Operation *producer = v.getDefiningOp();
+      if (producer && nodeOf(producer) == b)
+        return true;
+    }
+    return false;
+  }
+
+  FuseOptions options;
+  llvm::SmallVector<mlir::Operation *> ops;
+  llvm::DenseMap<mlir::Operation *, int> index;
+  llvm::SmallVector<int> leader;
+  llvm::SmallVector<llvm::SmallVector<int>> members;
+  llvm::SmallVector<Space> spaces;
+};
+
+/// Vertical fusion. Walks the ops in reverse program order; each compute op
+/// not yet taken seeds a group, and every earlier compute op with a user in
+/// the group is offered to it (tryMerge checks space, cap, cycles). Without
+/// multi-output all of a producer's users must be in the group; without
+/// epilogues a reduction never joins as a producer.
+void FusionGraph::fuseProducers() {
+  const int n = static_cast<int>(ops.size());
+  llvm::SmallVector<bool> taken(n, false);
+  for (int seed = n - 1; seed >= 0; --seed) {
+    if (!isComputeOp(ops[seed]) || taken[seed])
+      continue;
+    taken[seed] = true;
+    for (int i = seed - 1; i >= 0; --i) {
+      mlir::Operation *producer = ops[i];
+      if (taken[i] || !isComputeOp(producer))
+        continue;
+      if (!options.epilogues && ir::isReductionOp(producer))
+        continue;
+      int group = find(seed);
+      auto inGroup = [&](mlir::Operation *user) { return nodeOf(user) == group; };
+      bool anyUser = llvm::any_of(producer->getUsers(), inGroup);
+      bool allUsers = llvm::all_of(producer->getUsers(), inGroup);
+      if (!anyUser || (!options.multiOutput && !allUsers))
+        continue;
+      if (tryMerge(group, i))
+        taken[i] = true;
+    }
+  }
+}
+
+/// Horizontal fusion: in program order, each group absorbs every later
+/// group it shares an input or an edge with (tryMerge checks space, cap,
+/// cycles), until nothing changes. Without `siblings` nothing happens here.
+void FusionGraph::fuseGroups() {
+  if (!options.siblings)
+    return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    llvm::SmallVector<int> live = liveGroups();
+    for (size_t x = 0; x < live.size(); ++x) {
+      int a = live[x];
+      if (find(a) != a)
+        continue;
+      for (size_t y = x + 1; y < live.size(); ++y) {
+        int b = live[y];
+        if (find(b) != b || !related(a, b))
+          continue;
+        if (tryMerge(a, b))
+          changed = true;
+      }
+    }
+  }
+}
+
+/// Replaces `members` (program order) by one kiln.fusion at the last
+/// member's position. Constants used by members are cloned into the body;
+/// other external values become operands (in order of first use); every
+/// member value used outside the group becomes a result (program order).
+static void outlineGroup(llvm::ArrayRef<mlir::Operation *> members) {
+  llvm::DenseSet<mlir::Operation *> memberSet(members.begin(), members.end());
   llvm::SetVector<mlir::Value> inputs;
   llvm::SetVector<mlir::Operation *> constants;
-  for (mlir::Operation *op : group.members)
+  llvm::SmallVector<mlir::Value> results;
+  for (mlir::Operation *op : members) {
     for (mlir::Value operand : op->getOperands()) {
       mlir::Operation *producer = operand.getDefiningOp();
       if (producer && memberSet.contains(producer))
@@ -103,10 +337,20 @@ static void outlineGroup(const Group &group) {
       else
         inputs.insert(operand);
     }
+    for (mlir::Value result : op->getResults())
+      if (llvm::any_of(result.getUsers(), [&](mlir::Operation *user) { return !memberSet.contains(user); }))
+        results.push_back(result);
+  }
+  mlir::Operation *last = members.back();
+  if (results.empty()) // a dead group: keep its last value, as before
+    results.append(last->result_begin(), last->result_end());
 
-  mlir::OpBuilder builder(group.root);
-  auto fusion = builder.create<ir::FusionOp>(group.root->getLoc(), group.root->getResultTypes(),
-                                             builder.getStringAttr("fusion"), inputs.getArrayRef());
+  mlir::OpBuilder builder(last);
+  llvm::SmallVector<mlir::Type> resultTypes;
+  for (mlir::Value result : results)
+    resultTypes.push_back(result.getType());
+  auto fusion =
+      builder.create<ir::FusionOp>(last->getLoc(), resultTypes, builder.getStringAttr("fusion"), inputs.getArrayRef());
   mlir::Block *body = builder.createBlock(&fusion.getBody());
   mlir::IRMapping mapping;
   for (mlir::Value input : inputs)
@@ -114,15 +358,16 @@ static void outlineGroup(const Group &group) {
   builder.setInsertionPointToEnd(body);
   for (mlir::Operation *constant : constants)
     builder.clone(*constant, mapping);
-  for (mlir::Operation *op : group.members)
+  for (mlir::Operation *op : members)
     builder.clone(*op, mapping);
   llvm::SmallVector<mlir::Value> yielded;
-  for (mlir::Value result : group.root->getResults())
+  for (mlir::Value result : results)
     yielded.push_back(mapping.lookup(result));
-  builder.create<ir::YieldOp>(group.root->getLoc(), yielded);
+  builder.create<ir::YieldOp>(last->getLoc(), yielded);
 
-  group.root->replaceAllUsesWith(fusion.getResults());
-  for (mlir::Operation *op : llvm::reverse(group.members))
+  for (auto [result, replacement] : llvm::zip(results, fusion.getResults()))
+    result.replaceAllUsesWith(replacement);
+  for (mlir::Operation *op : llvm::reverse(members))
     op->erase();
 }
 
@@ -150,14 +395,22 @@ static void wrapLeftoverConstants(mlir::Block &block) {
   }
 }
 
-static void fuseFunction(mlir::func::FuncOp func) {
+static mlir::LogicalResult fuseFunction(mlir::func::FuncOp func, const FuseOptions &options) {
   for (mlir::Block &block : func.getBody()) {
-    std::vector<Group> groups = formGroups(block);
+    FusionGraph graph(block, options);
+    graph.fuseProducers();
+    graph.fuseGroups();
+    std::vector<llvm::SmallVector<mlir::Operation *>> groups = graph.groups();
     LLVM_DEBUG(llvm::dbgs() << "kiln-fuse: @" << func.getSymName() << ": " << groups.size() << " groups\n");
-    for (const Group &group : groups)
+    // A multi-output fusion sits at its last member; a user of an earlier
+    // member that came before it moves below it in the sort.
+    for (const auto &group : groups)
       outlineGroup(group);
     wrapLeftoverConstants(block);
+    if (!mlir::sortTopologically(&block))
+      return func.emitError("kiln-fuse: fusion groups form a cycle (internal error)");
   }
+  return mlir::success();
 }
 
 /// Names the kernels fusion_0, fusion_1, ... in module order.
@@ -167,11 +420,18 @@ static void nameKernels(mlir::ModuleOp module) {
 }
 
 struct KilnFusePass : public impl::KilnFusePassBase<KilnFusePass> {
+  using KilnFusePassBase::KilnFusePassBase;
+
   void runOnOperation() override {
+    FuseOptions options;
+    options.maxOps = std::max(1u, static_cast<unsigned>(maxOps));
+    options.multiOutput = multiOutput;
+    options.siblings = siblings;
+    options.epilogues = epilogues;
     mlir::ModuleOp module = getOperation();
     for (auto func : module.getOps<mlir::func::FuncOp>())
-      if (!func.isExternal())
-        fuseFunction(func);
+      if (!func.isExternal() && mlir::failed(fuseFunction(func, options)))
+        return signalPassFailure();
     nameKernels(module);
   }
 };

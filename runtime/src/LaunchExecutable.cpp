@@ -265,12 +265,17 @@ int LaunchExecutable::Builder::addGemm(int a, int b) {
   if (!checkSlot(a, "gemm") || !checkSlot(b, "gemm"))
     return -1;
   const SlotType &ta = type(a), &tb = type(b);
-  if (ta.dtype != DType::Float32 || tb.dtype != DType::Float32 || ta.sizes.size() != 2 || tb.sizes.size() != 2 ||
-      ta.sizes[1] != tb.sizes[0]) {
-    fail("gemm: expected float32 [M, K] x [K, N], got " + slot_type_str(ta) + " x " + slot_type_str(tb));
+  const size_t rank = ta.sizes.size();
+  if (ta.dtype != DType::Float32 || tb.dtype != DType::Float32 || (rank != 2 && rank != 3) ||
+      tb.sizes.size() != rank || ta.sizes[rank - 1] != tb.sizes[rank - 2] ||
+      (rank == 3 && ta.sizes[0] != tb.sizes[0])) {
+    fail("gemm: expected float32 [M, K] x [K, N] or [B, M, K] x [B, K, N], got " + slot_type_str(ta) + " x " +
+         slot_type_str(tb));
     return -1;
   }
-  SlotType tc{{ta.sizes[0], tb.sizes[1]}, DType::Float32};
+  SlotType tc{{ta.sizes[rank - 2], tb.sizes[rank - 1]}, DType::Float32};
+  if (rank == 3)
+    tc.sizes.insert(tc.sizes.begin(), ta.sizes[0]);
   auto launch = std::make_shared<Launch>();
   launch->kind = LaunchKind::Gemm;
   launch->name = "gemm";
@@ -698,9 +703,19 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
     case LaunchKind::Gemm: {
       const TensorView &a = values[l.operands[0]], &b = values[l.operands[1]];
       TensorView &c = materialize(l.results[0]);
-      MatrixView ma{static_cast<const float *>(a.data()), a.sizes[0], a.sizes[1], a.strides[0], a.strides[1]};
-      MatrixView mb{static_cast<const float *>(b.data()), b.sizes[0], b.sizes[1], b.strides[0], b.strides[1]};
-      sgemm(ma, mb, static_cast<float *>(c.data()), std::max<int64_t>(c.sizes[1], 1));
+      // Rank 3: one sgemm per batch entry on strided matrix views (any
+      // batch stride, including 0 for a broadcast operand).
+      const size_t r = a.sizes.size();
+      const int64_t batches = r == 3 ? a.sizes[0] : 1;
+      const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
+      const int64_t M = a.sizes[r - 2], N = b.sizes[r - 1];
+      const float *pa = static_cast<const float *>(a.data()), *pb = static_cast<const float *>(b.data());
+      float *pc = static_cast<float *>(c.data());
+      for (int64_t i = 0; i < batches; ++i) {
+        MatrixView ma{pa + i * sa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
+        MatrixView mb{pb + i * sb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
+        sgemm(ma, mb, pc + i * M * N, std::max<int64_t>(N, 1));
+      }
       break;
     }
     case LaunchKind::Transpose: {

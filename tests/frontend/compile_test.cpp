@@ -105,5 +105,139 @@ TEST(Compile, UncapturableOpIsAClearError) {
   }
 }
 
+
+// ---- transformer block: layer_norm, attention (batched matmul), GELU-tanh ----
+
+/// A pre-norm GPT block: x + proj(attn(ln1(x))), then + fc2(gelu(fc1(ln2(x)))).
+struct TinyBlock : nn::Module {
+  int64_t C, H;
+  std::shared_ptr<nn::LayerNorm> ln1, ln2;
+  std::shared_ptr<nn::Linear> q, k, v, proj, fc1, fc2;
+  TinyBlock(int64_t channels, int64_t heads) : C(channels), H(heads) {
+    ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{C}));
+    q = register_module("q", std::make_shared<nn::Linear>(C, C));
+    k = register_module("k", std::make_shared<nn::Linear>(C, C));
+    v = register_module("v", std::make_shared<nn::Linear>(C, C));
+    proj = register_module("proj", std::make_shared<nn::Linear>(C, C));
+    ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{C}));
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(C, 4 * C));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(4 * C, C));
+    // Non-trivial LayerNorm affine parameters (so their gradients matter).
+    NoGradGuard no_grad;
+    ln1->weight.copy_(randn({C}) * 0.1 + 1.0);
+    ln1->bias.copy_(randn({C}) * 0.1);
+    ln2->weight.copy_(randn({C}) * 0.1 + 1.0);
+    ln2->bias.copy_(randn({C}) * 0.1);
+  }
+  Tensor forward(const Tensor &x) override {
+    const int64_t B = x.size(0), T = x.size(1), D = C / H;
+    auto heads = [&](const Tensor &t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // [B, H, T, D]
+    Tensor h = ln1->forward(x);
+    Tensor a = nn::functional::scaled_dot_product_attention(heads(q->forward(h)), heads(k->forward(h)),
+                                                            heads(v->forward(h)), Tensor(), 0.0, /*is_causal=*/true);
+    Tensor y = x + proj->forward(a.transpose(1, 2).reshape({B, T, C}));
+    return y + fc2->forward(gelu(fc1->forward(ln2->forward(y)), "tanh"));
+  }
+  std::string name() const override { return "TinyBlock"; }
+};
+
+/// Element-wise |got - want| <= atol + rtol |want|.
+void expect_close(const Tensor &got, const Tensor &want, double rtol, double atol, const std::string &what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], atol + rtol * std::abs(w[i])) << what << " [" << i << "]";
+}
+
+/// Compiled vs eager: forward output and every parameter gradient, on the
+/// trace call and on a cached call with a new input of the same shape.
+template <class MakeModel>
+void check_compiled_matches_eager(MakeModel make, const Shape &input_shape, double rtol, double atol) {
+  auto eager_model = make();
+  auto compiled_model = compile(make());
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE(call == 0 ? "trace call" : "cached call");
+    manual_seed(100 + call);
+    Tensor x = randn(input_shape);
+    Tensor r = randn(input_shape);  // d loss / d output
+    eager_model->zero_grad();
+    compiled_model->zero_grad();
+    Tensor ye = eager_model->forward(x);
+    (ye * r).sum().backward();
+    Tensor yc = compiled_model->forward(x);
+    ASSERT_TRUE(yc.grad_fn());
+    EXPECT_EQ(yc.grad_fn()->name(), "CompiledFunctionBackward");
+    (yc * r).sum().backward();
+    expect_close(yc, ye, rtol, atol, "forward output");
+    auto pe = eager_model->named_parameters(), pc = compiled_model->named_parameters();
+    ASSERT_EQ(pe.size(), pc.size());
+    for (size_t i = 0; i < pe.size(); ++i) {
+      ASSERT_TRUE(pc[i].second.grad().defined()) << pc[i].first;
+      expect_close(pc[i].second.grad(), pe[i].second.grad(), rtol, atol, "grad of " + pe[i].first);
+    }
+  }
+  EXPECT_EQ(compiled_model->stats().compiles, 1);
+  EXPECT_EQ(compiled_model->stats().cache_hits, 1);
+}
+
+TEST(Compile, TransformerBlockMatchesEager) {
+  check_compiled_matches_eager(
+      [] {
+        manual_seed(21);
+        return std::make_shared<TinyBlock>(16, 2);
+      },
+      Shape{2, 8, 16}, 1e-4, 1e-5);
+}
+
+/// The new pointwise ops, each with a gradient through a parameter.
+struct MathOps : nn::Module {
+  Tensor w;
+  MathOps() { w = register_parameter("w", randn({6}) * 0.5); }
+  Tensor forward(const Tensor &x) override {
+    Tensor a = x * w;                    // [4, 6]
+    Tensor pos = a * a + 0.5;            // > 0 for sqrt/rsqrt/pow 1.5
+    return sqrt(pos) + rsqrt(pos) * 0.5 + tanh(a) + abs(a) * 0.25 + sin(a) - cos(a) * 0.5 + pow(a, 3.0) * 0.1 +
+           pow(pos, 1.5) * 0.1 + pow(pos, -0.5);
+  }
+  std::string name() const override { return "MathOps"; }
+};
+
+TEST(Compile, PointwiseMathOpsMatchEager) {
+  check_compiled_matches_eager(
+      [] {
+        manual_seed(4);
+        return std::make_shared<MathOps>();
+      },
+      Shape{4, 6}, 1e-4, 1e-5);
+}
+
+/// Batched matmul (bmm with a transposed operand) and softmax, traced.
+struct Bmm : nn::Module {
+  Tensor w;
+  Bmm() { w = register_parameter("w", randn({3, 5, 4}) * 0.5); }
+  Tensor forward(const Tensor &x) override {  // x: [3, 6, 4]
+    Tensor s = bmm(x, w.transpose(1, 2));      // [3, 6, 5]
+    return bmm(nn::functional::softmax(s, -1), w);  // [3, 6, 4]
+  }
+  std::string name() const override { return "Bmm"; }
+};
+
+TEST(Compile, BmmMatchesEager) {
+  check_compiled_matches_eager(
+      [] {
+        manual_seed(8);
+        return std::make_shared<Bmm>();
+      },
+      Shape{3, 6, 4}, 1e-4, 1e-5);
+}
+
+TEST(Compile, LayerNormTraces) {
+  check_compiled_matches_eager(
+      [] {
+        manual_seed(6);
+        return std::make_shared<nn::LayerNorm>(Shape{12});
+      },
+      Shape{5, 12}, 1e-4, 1e-5);
+}
+
 }  // namespace
 }  // namespace kiln

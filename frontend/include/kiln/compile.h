@@ -13,8 +13,12 @@
 //
 // Errors: an op that cannot be captured yet throws kiln::Error naming it;
 // compiler failures throw kiln::Error with the compiler's diagnostic.
+// Guards: input shape, dtype, device, requires_grad; training mode; grad
+// mode; the parameters' requires_grad flags. Random ops (dropout) are graph
+// inputs redrawn from the default generator on every call, so compiled and
+// eager runs with the same seed use the same masks.
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
-// KILN_LOG=recompiles prints why a new artifact was compiled.
+// KILN_LOG=recompiles prints which guard changed when a new artifact is compiled.
 #pragma once
 
 #include <map>
@@ -29,6 +33,9 @@ namespace kiln {
 struct CompileOptions {
   /// Directory for IR dumps (defaults to $KILN_DUMP_IR).
   std::string dump_ir_dir;
+  /// Compiled artifacts kept per module (torch._dynamo's cache_size_limit);
+  /// beyond it new guard keys run eagerly, with one warning.
+  int cache_size_limit = 8;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).
@@ -38,6 +45,7 @@ struct CompileStats {
   int num_fusions = 0;       ///< kernels in the last artifact
   int64_t arena_bytes = 0;   ///< planned intermediate bytes of the last forward+backward
   double last_compile_seconds = 0.0;
+  int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
 };
 
 class CompiledModule : public nn::Module {
@@ -50,8 +58,11 @@ public:
   nn::Module &original() { return *module_; }
 
   struct Artifact;
+  struct Guard;
 
 private:
+  std::shared_ptr<Guard> last_guard_;  ///< guards of the previous call (recompile reasons)
+  bool warned_cache_limit_ = false;
   std::shared_ptr<nn::Module> module_;
   CompileOptions options_;
   std::map<std::string, std::shared_ptr<Artifact>> cache_;

@@ -9,6 +9,7 @@
 #include "kiln/codegen/Compiler.h"
 #include "kiln/compile.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 #include "compile/tracer.h"
 
 namespace kiln {
@@ -17,6 +18,7 @@ namespace kiln {
 struct CompiledModule::Artifact {
   codegen::CompiledGraph graph;
   std::vector<Tensor> captured;     ///< bound by reference each call (parameters)
+  std::vector<std::function<Tensor()>> random_draws;  ///< redrawn each call (dropout masks)
   std::vector<int> grad_inputs;     ///< primal positions that receive gradients
   std::vector<DType> output_types;  ///< forward outputs
 };
@@ -45,14 +47,39 @@ bool log_enabled(const char *what) {
   return env && std::string(env).find(what) != std::string::npos;
 }
 
-/// The guard key: everything the compiled artifact specializes on.
-std::string guard_key(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m) {
-  std::ostringstream os;
-  os << "input" << shape_str(input.sizes()) << ":" << dtype_name(input.dtype())
-     << (input.requires_grad() ? ":rg" : "") << " training=" << training << " grad=" << grad_enabled << " params=";
-  for (const auto &p : m.parameters()) os << (p.requires_grad() ? '1' : '0');
-  return os.str();
-}
+/// Everything a compiled artifact specializes on; one field per guard.
+struct GuardKey {
+  Shape shape;
+  DType dtype;
+  Device device;
+  bool requires_grad, training, grad_enabled;
+  std::string params_requires_grad;  ///< '1'/'0' per parameter
+
+  static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m) {
+    GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {}};
+    for (const auto &p : m.parameters()) k.params_requires_grad += p.requires_grad() ? '1' : '0';
+    return k;
+  }
+  std::string str() const {
+    std::ostringstream os;
+    os << "input" << shape_str(shape) << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
+       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad;
+    return os.str();
+  }
+  /// Why `this` misses an artifact compiled for `old`: the guards that differ.
+  std::string diff(const GuardKey &old) const {
+    std::ostringstream os;
+    auto add = [&](const std::string &what) { os << (os.tellp() > 0 ? ", " : "") << what; };
+    if (shape != old.shape) add("input shape " + shape_str(old.shape) + " -> " + shape_str(shape));
+    if (dtype != old.dtype) add(std::string("input dtype ") + dtype_name(old.dtype) + " -> " + dtype_name(dtype));
+    if (device != old.device) add("device " + old.device.str() + " -> " + device.str());
+    if (requires_grad != old.requires_grad) add(requires_grad ? "input now requires grad" : "input no longer requires grad");
+    if (training != old.training) add(training ? "train() mode" : "eval() mode");
+    if (grad_enabled != old.grad_enabled) add(grad_enabled ? "grad mode enabled" : "under NoGradGuard");
+    if (params_requires_grad != old.params_requires_grad) add("parameters' requires_grad changed");
+    return os.str();
+  }
+};
 
 /// Runs the compiled backward: (primals..., saved..., tangents...) -> grads.
 struct CompiledBackward : autograd::Node {
@@ -90,6 +117,10 @@ std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, 
                                                             bool with_backward, const CompileOptions &options,
                                                             CompileStats &stats) {
   auto artifact = std::make_shared<CompiledModule::Artifact>();
+  // Tracing runs the model once; random draws made while tracing must not
+  // shift the generator, so the compiled call that follows sees exactly the
+  // state an eager call would.
+  const Generator generator_before = default_generator();
   trace::Tracer tracer;
   Tensor traced_input = input.detach();
   if (input.requires_grad() && with_backward) traced_input.requires_grad_(true);
@@ -128,8 +159,10 @@ std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, 
       }
     }
   }
+  default_generator() = generator_before;
   ir::Graph graph = tracer.finish({output}, grads);
   artifact->captured = tracer.captured();
+  artifact->random_draws = tracer.random_draws();
   artifact->output_types = {output.dtype()};
 
   codegen::CompileOptions copts;
@@ -151,6 +184,10 @@ std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, 
 
 }  // namespace
 
+struct CompiledModule::Guard {
+  GuardKey key;
+};
+
 CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
   KILN_CHECK(module_ != nullptr, "kiln::compile: module is null");
@@ -167,23 +204,41 @@ Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.device().is_cpu(), "kiln::compile: input is on ", input.device().str(),
              "; the compiled CPU backend expects cpu tensors");
   const bool grad_enabled = autograd::GradMode::is_enabled();
-  const std::string key = guard_key(input, is_training(), grad_enabled, *module_);
+  const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_);
+  const std::string key = guard.str();
   auto it = cache_.find(key);
   std::shared_ptr<Artifact> artifact;
   if (it != cache_.end()) {
     artifact = it->second;
     ++stats_.cache_hits;
   } else {
-    if (log_enabled("recompiles"))
-      std::fprintf(stderr, "[kiln] %s for %s: %s\n", cache_.empty() ? "compiling" : "recompiling",
-                   name().c_str(), key.c_str());
+    if (static_cast<int>(cache_.size()) >= options_.cache_size_limit) {
+      // As torch._dynamo's cache_size_limit: stop compiling, run eagerly.
+      if (!warned_cache_limit_)
+        std::fprintf(stderr,
+                     "[kiln] warning: %s was recompiled %d times (cache_size_limit); new inputs run eagerly. "
+                     "Last miss: %s. Keep input shapes stable or raise CompileOptions::cache_size_limit\n",
+                     name().c_str(), static_cast<int>(cache_.size()), guard.diff(last_guard_->key).c_str());
+      warned_cache_limit_ = true;
+      ++stats_.eager_fallbacks;
+      return module_->forward(input);
+    }
+    if (log_enabled("recompiles")) {
+      if (cache_.empty())
+        std::fprintf(stderr, "[kiln] compiling %s for %s\n", name().c_str(), key.c_str());
+      else
+        std::fprintf(stderr, "[kiln] recompiling %s (%d cached): %s\n", name().c_str(),
+                     static_cast<int>(cache_.size()), guard.diff(last_guard_->key).c_str());
+    }
     artifact = trace_and_compile(*module_, input, grad_enabled, options_, stats_);
     cache_[key] = artifact;
     ++stats_.compiles;
   }
+  last_guard_ = std::make_shared<Guard>(Guard{guard});
 
   std::vector<runtime::TensorView> primals{to_view(input)};
   for (const Tensor &t : artifact->captured) primals.push_back(to_view(t));
+  for (const auto &draw : artifact->random_draws) primals.push_back(to_view(draw()));
   std::string error;
   auto results = artifact->graph.forward->run(primals, &error);
   KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);

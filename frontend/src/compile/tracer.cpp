@@ -43,6 +43,11 @@ int Tracer::define(const Tensor &t) {
 void Tracer::add_user_input(const Tensor &t) { user_inputs_.push_back(define(t)); }
 void Tracer::add_tangent(const Tensor &t) { tangents_.push_back(define(t)); }
 
+void Tracer::add_random_input(const Tensor &t, std::function<Tensor()> draw) {
+  random_ids_.push_back(define(t));
+  random_draws_.push_back(std::move(draw));
+}
+
 int Tracer::value_of(const Tensor &t) {
   auto it = ids_.find(t.impl());
   if (it != ids_.end()) return it->second;
@@ -79,6 +84,7 @@ ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::
   g.outputs = outputs;
   for (int id : user_inputs_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
   for (int id : captured_ids_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
+  for (int id : random_ids_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
   for (int id : tangents_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Tangent);
   g.num_forward_outputs = static_cast<int>(forward_outputs.size());
   return g;
@@ -99,6 +105,18 @@ void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &ou
 
 void alias(const Tensor &src, const Tensor &dst) {
   if (current) current->alias(src, dst);
+}
+
+Tensor random_input(const std::function<Tensor()> &draw) {
+  if (!current) return draw();
+  Tracer *tracer = current;
+  Tensor t;
+  {
+    PauseTracing pause;  // the draw itself is not part of the graph
+    t = draw();
+  }
+  tracer->add_random_input(t, draw);
+  return t;
 }
 
 void unsupported(const char *op) {

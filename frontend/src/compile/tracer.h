@@ -19,13 +19,17 @@ public:
   void add_user_input(const Tensor &t);
   /// Declares the gradient of a forward output (a Tangent input).
   void add_tangent(const Tensor &t);
+  /// Declares a random input redrawn by `draw` on every compiled call.
+  void add_random_input(const Tensor &t, std::function<Tensor()> draw);
+  /// Draw functions of the random inputs, in input order.
+  const std::vector<std::function<Tensor()>> &random_draws() const { return random_draws_; }
   /// Value id of `t`, capturing it as a new Primal input if unseen.
   int value_of(const Tensor &t);
   bool knows(const Tensor &t) const { return ids_.count(t.impl()) != 0; }
   void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const struct Attrs &attrs);
   void alias(const Tensor &src, const Tensor &dst);
 
-  /// Final graph: inputs ordered [user inputs, captured, tangents].
+  /// Final graph: inputs ordered [user inputs, captured, random, tangents].
   ir::Graph finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs);
   /// Captured tensors in input order (after the user inputs).
   const std::vector<Tensor> &captured() const { return captured_; }
@@ -35,7 +39,8 @@ private:
   ir::Graph graph_;
   std::unordered_map<const TensorImpl *, int> ids_;
   std::vector<std::shared_ptr<TensorImpl>> keep_alive_;  // no address reuse while tracing
-  std::vector<int> user_inputs_, captured_ids_, tangents_;
+  std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_;
+  std::vector<std::function<Tensor()>> random_draws_;
   std::vector<Tensor> captured_;
 };
 

@@ -45,6 +45,13 @@ Tensor embedding(const Tensor &input, const Tensor &weight) {
                " embeddings (expected 0..", v - 1, ")");
   Shape out_shape = input.sizes();
   out_shape.push_back(weight.size(1));
+  if (trace::active()) {
+    // Capture form: one_hot(input) @ weight gives the same rows and the same
+    // gradient (a scatter-add of the output gradient) with ops the compiler
+    // fuses; the index range is checked when the graph is traced only.
+    Tensor one_hot = eq(input.to(kInt64).reshape({-1, 1}), arange(v).unsqueeze(0)).to(weight.dtype());
+    return one_hot.matmul(weight).reshape(out_shape);
+  }
   return index_select(weight, 0, input.reshape({-1})).reshape(out_shape);
 }
 
@@ -53,21 +60,25 @@ Tensor dropout(const Tensor &x, double p, bool training) {
              x.defined() ? dtype_name(x.dtype()) : "undefined");
   KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0) return x;
-  // The mask is a fresh random constant per call, which a compiled graph
-  // would bake in: refuse capture.
-  trace::unsupported("dropout");
-  Generator &gen = default_generator();
-  const uint64_t seed = gen.seed(), offset = gen.offset();
-  const int64_t n = x.numel();
-  const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  const std::vector<double> values = dropout_mask(n, p, scale, seed, offset);
-  gen.set_offset(offset + static_cast<uint64_t>((n + 3) / 4));
-  Tensor mask = Tensor::empty(x.sizes(), kFloat64);
-  if (n > 0) std::memcpy(mask.data_ptr<double>(), values.data(), values.size() * sizeof(double));
   // float16/bfloat16 are scaled in float32 and rounded once, as PyTorch's fused kernel.
   const bool half = x.dtype() == kFloat16 || x.dtype() == kBFloat16;
-  if (half) return (x.to(kFloat32) * mask.to(kFloat32)).to(x.dtype());
-  return x * mask.to(x.dtype());
+  const DType compute = half ? kFloat32 : x.dtype();
+  const Shape shape = x.sizes();
+  // The scaled mask (0 or 1/(1-p)) is a random input of a compiled graph:
+  // redrawn per call at the generator's current (seed, offset).
+  Tensor mask = trace::random_input([shape, p, compute]() {
+    Generator &gen = default_generator();
+    const uint64_t seed = gen.seed(), offset = gen.offset();
+    const int64_t n = numel_of(shape);
+    const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+    const std::vector<double> values = dropout_mask(n, p, scale, seed, offset);
+    gen.set_offset(offset + static_cast<uint64_t>((n + 3) / 4));
+    Tensor m = Tensor::empty(shape, kFloat64);
+    if (n > 0) std::memcpy(m.data_ptr<double>(), values.data(), values.size() * sizeof(double));
+    return m.to(compute);
+  });
+  if (half) return (x.to(kFloat32) * mask).to(x.dtype());
+  return x * mask;
 }
 
 }  // namespace kiln::nn::functional

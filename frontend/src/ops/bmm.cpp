@@ -68,7 +68,8 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
   if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
   else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
   else if (out.numel() > 0) bmm_float(x, y, out);
-  trace::unsupported("bmm");
+  if (compute == kFloat32) trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul
+  else trace::unsupported("bmm");
   if (autograd::any_requires_grad({x, y}))
     autograd::record(out, "BmmBackward", {x, y}, {x, y},
                      [](const autograd::TensorList &g, const autograd::TensorList &s) -> autograd::TensorList {

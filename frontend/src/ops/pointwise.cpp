@@ -3,7 +3,8 @@
 //
 // Two kinds of op live here:
 // - primitive kernels (abs, rsqrt, tanh, sin, cos and the normal CDF behind
-//   exact gelu): a strided float kernel, trace::unsupported, and a backward
+//   exact gelu): a strided float kernel, trace::record (the normal CDF:
+//   trace::unsupported), and a backward
 //   written with public ops;
 // - composites (sigmoid, silu, gelu "tanh", clamp, masked_fill) built only
 //   from traceable differentiable ops (compare, where, neg, exp, add, mul,
@@ -50,13 +51,15 @@ template <class F> Tensor map_elements(const Tensor &x, const char *op, F f) {
     using T = decltype(zero);
     const T *in = reinterpret_cast<const T *>(kernels::storage_base(x));
     T *o = static_cast<T *>(out.raw_data());
-    int64_t w = 0;
-    kernels::for_each_row<1>(x.sizes(), {&x.strides()}, {x.storage_offset()},
-                             [&](std::array<int64_t, 1> off, int64_t n, std::array<int64_t, 1> st) {
-                               const T *row = in + off[0];
-                               for (int64_t i = 0; i < n; ++i) o[w + i] = static_cast<T>(f(row[i * st[0]]));
-                               w += n;
-                             });
+    const auto it = kernels::make_iter<1>(x.sizes(), {&x.strides()}, {x.storage_offset()});
+    kernels::parallel_rows(it, [&](int64_t w, std::array<int64_t, 1> off, int64_t n, std::array<int64_t, 1> st) {
+      const T *__restrict row = in + off[0];
+      T *__restrict z = o + w;
+      if (st[0] == 1)
+        for (int64_t i = 0; i < n; ++i) z[i] = static_cast<T>(f(row[i]));
+      else
+        for (int64_t i = 0; i < n; ++i) z[i] = static_cast<T>(f(row[i * st[0]]));
+    });
   });
   return out;
 }
@@ -67,11 +70,11 @@ struct Computed {
 };
 
 /// Checks `a`, converts it to the float compute dtype and runs f on it.
-template <class F> Computed run_float_kernel(const Tensor &a, const char *op, F f) {
+template <class F> Computed run_float_kernel(const Tensor &a, const char *op, ir::OpKind kind, F f) {
   check_input(a, op);
   Tensor x = a.to(float_compute(a.dtype()));
   Tensor out = map_elements(x, op, f);
-  trace::unsupported(op);
+  trace::record(kind, {x}, out);
   return {x, out};
 }
 
@@ -102,7 +105,7 @@ Tensor abs(const Tensor &a) {
   // Integers stay integers (as torch.abs); 16-bit floats compute in float32.
   Tensor x = a.to(is_half(a.dtype()) ? kFloat32 : a.dtype());
   Tensor out = map_elements(x, "abs", [](auto v) { return std::abs(v); });
-  trace::unsupported("abs");
+  trace::record(ir::OpKind::Abs, {x}, out);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "AbsBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       // g * sign(x); sign(0) = 0 as in PyTorch.
@@ -114,7 +117,7 @@ Tensor abs(const Tensor &a) {
 }
 
 Tensor rsqrt(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "rsqrt", [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+  auto [x, out] = run_float_kernel(a, "rsqrt", ir::OpKind::Rsqrt, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "RsqrtBackward", {x}, {out.detach()},
                      [](const TensorList &g, const TensorList &s) -> TensorList {
@@ -124,7 +127,7 @@ Tensor rsqrt(const Tensor &a) {
 }
 
 Tensor tanh(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "tanh", [](auto v) { return std::tanh(v); });
+  auto [x, out] = run_float_kernel(a, "tanh", ir::OpKind::Tanh, [](auto v) { return std::tanh(v); });
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "TanhBackward", {x}, {out.detach()},
                      [](const TensorList &g, const TensorList &s) -> TensorList {
@@ -134,7 +137,7 @@ Tensor tanh(const Tensor &a) {
 }
 
 Tensor sin(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "sin", [](auto v) { return std::sin(v); });
+  auto [x, out] = run_float_kernel(a, "sin", ir::OpKind::Sin, [](auto v) { return std::sin(v); });
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "SinBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       return {g[0] * cos(s[0])};
@@ -143,7 +146,7 @@ Tensor sin(const Tensor &a) {
 }
 
 Tensor cos(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "cos", [](auto v) { return std::cos(v); });
+  auto [x, out] = run_float_kernel(a, "cos", ir::OpKind::Cos, [](auto v) { return std::cos(v); });
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "CosBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       return {-(g[0] * sin(s[0]))};

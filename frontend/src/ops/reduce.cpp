@@ -97,14 +97,18 @@ Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
   const int64_t outer = out.numel();
   kernels::dispatch(out_type, "sum", [&](auto zero) {
     using T = decltype(zero);
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
     const T *p = static_cast<const T *>(c.raw_data());
     T *o = static_cast<T *>(out.raw_data());
-    for (int64_t i = 0; i < outer; ++i) {
-      Acc acc = 0;
-      for (int64_t j = 0; j < inner; ++j) acc += p[i * inner + j];
-      o[i] = static_cast<T>(acc);
+    // Floats: cascade sums in T (kernels::contiguous_sum); one long row is
+    // split into fixed chunks, many rows are spread over threads by row.
+    if (outer == 1) {
+      o[0] = kernels::contiguous_sum(p, inner, /*parallel=*/true);
+      return;
     }
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kernels::kSumChunk / std::max<int64_t>(inner, 1));
+    kernels::parallel_for(outer, rows_per_chunk, outer * inner, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_sum(p + i * inner, inner, /*parallel=*/false);
+    });
   });
   trace::Attrs attrs;
   attrs.ints = dims;
@@ -146,15 +150,24 @@ Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
     using T = decltype(zero);
     const T *p = static_cast<const T *>(c.raw_data());
     T *o = static_cast<T *>(out.raw_data());
-    for (int64_t i = 0; i < outer; ++i) {
-      T m = std::numeric_limits<T>::lowest();
-      for (int64_t j = 0; j < inner; ++j) {
-        T v = p[i * inner + j];
-        if (v > m || v != v) m = v;  // NaN propagates, as torch.amax
-        if (m != m) break;
-      }
-      o[i] = m;
+    // NaN propagates (as torch.amax); an all -inf row gives -inf.
+    if (outer == 1 && inner > kernels::kSumChunk) {
+      const int64_t chunks = (inner + kernels::kSumChunk - 1) / kernels::kSumChunk;
+      std::vector<T> part(static_cast<size_t>(chunks));
+      kernels::parallel_for(chunks, 1, inner, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k)
+          part[k] = kernels::contiguous_max(p + k * kernels::kSumChunk,
+                                            std::min(kernels::kSumChunk, inner - k * kernels::kSumChunk));
+      });
+      T m = part[0];
+      for (int64_t k = 1; k < chunks; ++k) m = kernels::max_propagate(m, part[k]);
+      o[0] = m;
+      return;
     }
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kernels::kSumChunk / inner);
+    kernels::parallel_for(outer, rows_per_chunk, outer * inner, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_max(p + i * inner, inner);
+    });
   });
   trace::Attrs attrs;
   attrs.ints = dims;

@@ -508,3 +508,179 @@ TEST(codegen_Compile, ConstantsAndScalarInputs) {
   expectNear(read<float>(res[0]), {4.5f, 4.5f, 4.5f, 4.5f});
   expectNear(read<float>(res[1]), {3, 3, 3, 3});
 }
+
+TEST(codegen_Compile, MathUnaryElementwise) {
+  checkElementwise(
+      OpKind::Sqrt, [](float a, float) { return std::sqrt(a); }, true, true);
+  checkElementwise(
+      OpKind::Rsqrt, [](float a, float) { return 1.0f / std::sqrt(a); }, true, true);
+  checkElementwise(
+      OpKind::Tanh, [](float a, float) { return std::tanh(a); }, true);
+  checkElementwise(
+      OpKind::Abs, [](float a, float) { return std::fabs(a); }, true);
+  checkElementwise(
+      OpKind::Sin, [](float a, float) { return std::sin(a); }, true);
+  checkElementwise(
+      OpKind::Cos, [](float a, float) { return std::cos(a); }, true);
+}
+
+TEST(codegen_Compile, MathApproximationsOverWideRanges) {
+  // tanh/sin/cos are polynomial approximations: check them (and sqrt) on
+  // 4096 points over wide ranges, including tanh's saturated tails.
+  GraphMaker m;
+  const int64_t n = 4096;
+  int x = m.input({n});
+  std::vector<int> outs = {m.same(OpKind::Tanh, {x}), m.same(OpKind::Sin, {x}), m.same(OpKind::Cos, {x}),
+                           m.same(OpKind::Abs, {x})};
+  auto compiled = compileOk(m.done(outs));
+  ASSERT_TRUE(compiled.forward);
+  ASSERT_EQ(compiled.fusions.size(), 1u);  // siblings reading x: one multi-output kernel
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i)
+    xs[i] = -20.0f + 40.0f * static_cast<float>(i) / static_cast<float>(n - 1);
+  auto res = runOk(*compiled.forward, {f32({n}, xs)});
+  ASSERT_EQ(res.size(), 4u);
+  std::vector<float> wt(n), ws(n), wc(n), wa(n);
+  for (int64_t i = 0; i < n; ++i) {
+    wt[i] = std::tanh(xs[i]);
+    ws[i] = std::sin(xs[i]);
+    wc[i] = std::cos(xs[i]);
+    wa[i] = std::fabs(xs[i]);
+  }
+  expectNear(read<float>(res[0]), wt, 2e-6f);
+  expectNear(read<float>(res[1]), ws, 2e-6f);
+  expectNear(read<float>(res[2]), wc, 2e-6f);
+  expectNear(read<float>(res[3]), wa, 0.0f);
+}
+
+TEST(codegen_Compile, PowByConstantExponent) {
+  const std::vector<double> exponents = {0.0, 1.0, 2.0, 3.0, 5.0, -1.0, -2.0, 0.5, -0.5, 1.7, -2.5};
+  GraphMaker m;
+  int x = m.input({3, 5});
+  std::vector<int> outs;
+  for (double e : exponents)
+    outs.push_back(m.node(OpKind::Pow, {x}, {3, 5}, ElementType::F32, [e](ir::Node &n) { n.scalar = e; }));
+  auto compiled = compileOk(m.done(outs));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(15, 11);
+  for (auto &v : xs)
+    v = std::fabs(v) + 0.25f; // positive: non-integral exponents are defined
+  auto res = runOk(*compiled.forward, {f32({3, 5}, xs)});
+  ASSERT_EQ(res.size(), exponents.size());
+  for (size_t k = 0; k < exponents.size(); ++k) {
+    SCOPED_TRACE("exponent " + std::to_string(exponents[k]));
+    std::vector<float> want(15);
+    for (int i = 0; i < 15; ++i)
+      want[i] = std::pow(xs[i], static_cast<float>(exponents[k]));
+    expectNear(read<float>(res[k]), want, 2e-6f);
+  }
+}
+
+TEST(codegen_Compile, PowOfNegativeBase) {
+  // torch.pow semantics: integral exponents are defined for negative bases,
+  // non-integral ones give NaN; x ^ 0 is 1.
+  GraphMaker m;
+  int x = m.input({4});
+  int p3 = m.node(OpKind::Pow, {x}, {4}, ElementType::F32, [](ir::Node &n) { n.scalar = 3.0; });
+  int pm2 = m.node(OpKind::Pow, {x}, {4}, ElementType::F32, [](ir::Node &n) { n.scalar = -2.0; });
+  int ph = m.node(OpKind::Pow, {x}, {4}, ElementType::F32, [](ir::Node &n) { n.scalar = 1.5; });
+  int p0 = m.node(OpKind::Pow, {x}, {4}, ElementType::F32, [](ir::Node &n) { n.scalar = 0.0; });
+  auto compiled = compileOk(m.done({p3, pm2, ph, p0}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = {-2.0f, -0.5f, 1.5f, 3.0f};
+  auto res = runOk(*compiled.forward, {f32({4}, xs)});
+  ASSERT_EQ(res.size(), 4u);
+  expectNear(read<float>(res[0]), {-8.0f, -0.125f, 3.375f, 27.0f});
+  expectNear(read<float>(res[1]), {0.25f, 4.0f, 1.0f / 2.25f, 1.0f / 9.0f});
+  auto half = read<float>(res[2]);
+  EXPECT_TRUE(std::isnan(half[0]) && std::isnan(half[1]));
+  EXPECT_NEAR(half[2], std::pow(1.5f, 1.5f), 1e-5f);
+  EXPECT_NEAR(half[3], std::pow(3.0f, 1.5f), 1e-5f);
+  expectNear(read<float>(res[3]), {1.0f, 1.0f, 1.0f, 1.0f});
+}
+
+namespace {
+
+/// want[b] = A[b] x B[b] with element accessors (any layout).
+std::vector<float> batchedReference(int64_t B, int64_t M, int64_t K, int64_t N,
+                                    const std::function<float(int64_t, int64_t, int64_t)> &a,
+                                    const std::function<float(int64_t, int64_t, int64_t)> &b) {
+  std::vector<float> want(B * M * N, 0.0f);
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += static_cast<double>(a(s, i, k)) * b(s, k, j);
+        want[(s * M + i) * N + j] = static_cast<float>(acc);
+      }
+  return want;
+}
+
+} // namespace
+
+TEST(codegen_Compile, BatchedMatmul) {
+  const int64_t B = 3, M = 4, K = 5, N = 6;
+  GraphMaker m;
+  int a = m.input({B, M, K}), b = m.input({B, K, N});
+  int y = m.node(OpKind::Matmul, {a, b}, {B, M, N}, ElementType::F32);
+  int z = m.same(OpKind::Tanh, {y}); // and a kernel consuming the GEMM result
+  auto compiled = compileOk(m.done({y, z}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.forward->num_launches(), 2);
+  std::vector<float> as = values(B * M * K, 12), bs = values(B * K * N, 13);
+  auto res = runOk(*compiled.forward, {f32({B, M, K}, as), f32({B, K, N}, bs)});
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0].sizes, (Shape{B, M, N}));
+  auto want = batchedReference(
+      B, M, K, N, [&](int64_t s, int64_t i, int64_t k) { return as[(s * M + i) * K + k]; },
+      [&](int64_t s, int64_t k, int64_t j) { return bs[(s * K + k) * N + j]; });
+  expectNear(read<float>(res[0]), want, 1e-5f);
+  for (auto &v : want)
+    v = std::tanh(v);
+  expectNear(read<float>(res[1]), want, 1e-5f);
+}
+
+TEST(codegen_Compile, BatchedMatmulWithTransposedAndBroadcastOperands) {
+  // y = a x transpose(w, [0, 2, 1]) with w [B, N, K]; u = transpose(a) x c
+  // with c a [K', N] matrix broadcast over the batch (batch stride 0); and a
+  // strided (transposed) run-time input for a.
+  const int64_t B = 2, M = 3, K = 4, N = 5;
+  GraphMaker m;
+  int a = m.input({B, M, K}), w = m.input({B, N, K}), c = m.input({M, N});
+  int wt = m.node(OpKind::Transpose, {w}, {B, K, N}, ElementType::F32, [](ir::Node &n) { n.ints = {0, 2, 1}; });
+  int y = m.node(OpKind::Matmul, {a, wt}, {B, M, N}, ElementType::F32);
+  int at = m.node(OpKind::Transpose, {a}, {B, K, M}, ElementType::F32, [](ir::Node &n) { n.ints = {0, 2, 1}; });
+  int cb = m.node(OpKind::Broadcast, {c}, {B, M, N}, ElementType::F32);
+  int u = m.node(OpKind::Matmul, {at, cb}, {B, K, N}, ElementType::F32);
+  auto compiled = compileOk(m.done({y, u}));
+  ASSERT_TRUE(compiled.forward);
+
+  // a arrives as a view: base [B, K, M] with the last two dims swapped.
+  std::vector<float> abase = values(B * K * M, 14), ws = values(B * N * K, 15), cs = values(M * N, 16);
+  TensorView av = f32({B, K, M}, abase);
+  av.sizes = {B, M, K};
+  av.strides = {K * M, 1, M};
+  auto A = [&](int64_t s, int64_t i, int64_t k) { return abase[(s * K + k) * M + i]; };
+  auto res = runOk(*compiled.forward, {av, f32({B, N, K}, ws), f32({M, N}, cs)});
+  ASSERT_EQ(res.size(), 2u);
+  expectNear(read<float>(res[0]),
+             batchedReference(
+                 B, M, K, N, A, [&](int64_t s, int64_t k, int64_t j) { return ws[(s * N + j) * K + k]; }),
+             1e-5f);
+  expectNear(read<float>(res[1]),
+             batchedReference(
+                 B, K, M, N, [&](int64_t s, int64_t k, int64_t i) { return A(s, i, k); },
+                 [&](int64_t, int64_t i, int64_t j) { return cs[i * N + j]; }),
+             1e-5f);
+}
+
+TEST(codegen_Compile, BatchedMatmulShapeErrorIsAMessage) {
+  GraphMaker m;
+  int a = m.input({2, 3, 4}), b = m.input({3, 4, 5});
+  m.node(OpKind::Matmul, {a, b}, {2, 3, 5}, ElementType::F32);
+  codegen::CompiledGraph compiled;
+  std::string error;
+  EXPECT_FALSE(codegen::compileGraph(m.done({a}), {}, &compiled, &error));
+  EXPECT_NE(error.find("batch dims differ"), std::string::npos) << error;
+}

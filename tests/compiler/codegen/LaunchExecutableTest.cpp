@@ -234,3 +234,45 @@ TEST(codegen_LaunchExecutable, BuilderReportsBadShapes) {
   EXPECT_FALSE(b.finish(&error));
   EXPECT_NE(error.find("gemm"), std::string::npos) << error;
 }
+
+TEST(codegen_LaunchExecutable, BatchedGemmWithStridedAndBroadcastOperands) {
+  // y[b] = x[b] x transpose(w[b]); z[b] = x[b] x m (m broadcast: batch stride 0).
+  LaunchExecutable::Builder b;
+  int x = b.addInput({2, 2, 3}, kFloat32);
+  int w = b.addInput({2, 4, 3}, kFloat32);
+  int m = b.addInput({3, 4}, kFloat32);
+  int y = b.addGemm(x, b.addTranspose(w, {0, 2, 1}));
+  int z = b.addGemm(x, b.addBroadcast(m, {2, 3, 4}));
+  ASSERT_GE(y, 0) << b.error();
+  EXPECT_EQ(b.type(y).sizes, (std::vector<int64_t>{2, 2, 4}));
+  b.setOutputs({y, z});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  std::vector<float> xs(12), ws(24), ms(12);
+  for (int i = 0; i < 12; ++i)
+    xs[i] = static_cast<float>(i % 5) - 2.0f, ms[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  for (int i = 0; i < 24; ++i)
+    ws[i] = static_cast<float>(i) - 11.0f;
+  auto out = exe->run({makeTensor({2, 2, 3}, xs), makeTensor({2, 4, 3}, ws), makeTensor({3, 4}, ms)}, &error);
+  ASSERT_EQ(out.size(), 2u) << error;
+  for (int s = 0; s < 2; ++s)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j) {
+        float ry = 0, rz = 0;
+        for (int k = 0; k < 3; ++k) {
+          ry += xs[(s * 2 + i) * 3 + k] * ws[(s * 4 + j) * 3 + k];
+          rz += xs[(s * 2 + i) * 3 + k] * ms[k * 4 + j];
+        }
+        EXPECT_FLOAT_EQ(at(out[0], {s, i, j}), ry);
+        EXPECT_FLOAT_EQ(at(out[1], {s, i, j}), rz);
+      }
+}
+
+TEST(codegen_LaunchExecutable, BatchedGemmRejectsMismatchedBatch) {
+  LaunchExecutable::Builder b;
+  int x = b.addInput({2, 2, 3}, kFloat32);
+  int w = b.addInput({3, 3, 4}, kFloat32);
+  EXPECT_EQ(b.addGemm(x, w), -1);
+  EXPECT_NE(b.error().find("[B, M, K] x [B, K, N]"), std::string::npos) << b.error();
+}

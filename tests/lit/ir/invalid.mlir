@@ -17,6 +17,54 @@ func.func @matmul_rank(%a: tensor<2x4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x
 
 // -----
 
+func.func @matmul_batch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op batch dims differ: [2, 4, 8] x [3, 8, 16]}}
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<3x8x16xf32> -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @matmul_batched_k(%a: tensor<2x4x8xf32>, %b: tensor<2x7x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op contraction dims differ: [2, 4, 8] x [2, 7, 16]}}
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x7x16xf32> -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @matmul_batched_result(%a: tensor<2x4x8xf32>, %b: tensor<2x8x16xf32>) -> tensor<1x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op result shape [1, 4, 16] does not match [2, 4, 8] x [2, 8, 16]}}
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<1x4x16xf32>
+  return %0 : tensor<1x4x16xf32>
+}
+
+// -----
+
+func.func @matmul_rank4(%a: tensor<1x2x4x8xf32>, %b: tensor<1x2x8x16xf32>) -> tensor<1x2x4x16xf32> {
+  // expected-error @+1 {{'kiln.matmul' op expects rank-2 operands and result ([M, K] x [K, N]) or rank-3 ones}}
+  %0 = kiln.matmul %a, %b : tensor<1x2x4x8xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x4x16xf32>
+  return %0 : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+func.func @sqrt_int(%a: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error @+1 {{'kiln.sqrt' op operand #0 must be}}
+  %0 = kiln.sqrt %a : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+func.func @pow_int(%a: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error @+1 {{'kiln.pow' op operand #0 must be}}
+  %0 = kiln.pow %a, 2.0 : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
 func.func @matmul_result(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) -> tensor<4x15xf32> {
   // expected-error @+1 {{'kiln.matmul' op result shape [4, 15] does not match [4, 8] x [8, 16]}}
   %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x15xf32>

@@ -62,6 +62,36 @@ func.func @matmul(%a: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }
 
+// CHECK-LABEL: func.func @math_unary
+func.func @math_unary(%a: tensor<4x8xf32>, %i: tensor<3xi64>, %h: tensor<2xbf16>) -> (tensor<4x8xf32>, tensor<3xi64>, tensor<2xbf16>) {
+  // CHECK: %[[S:.*]] = kiln.sqrt %{{.*}} : tensor<4x8xf32>
+  %0 = kiln.sqrt %a : tensor<4x8xf32>
+  // CHECK: %[[R:.*]] = kiln.rsqrt %[[S]] : tensor<4x8xf32>
+  %1 = kiln.rsqrt %0 : tensor<4x8xf32>
+  // CHECK: %[[T:.*]] = kiln.tanh %[[R]] : tensor<4x8xf32>
+  %2 = kiln.tanh %1 : tensor<4x8xf32>
+  // CHECK: %[[A:.*]] = kiln.abs %[[T]] : tensor<4x8xf32>
+  %3 = kiln.abs %2 : tensor<4x8xf32>
+  // CHECK: %[[SN:.*]] = kiln.sin %[[A]] : tensor<4x8xf32>
+  %4 = kiln.sin %3 : tensor<4x8xf32>
+  // CHECK: %[[C:.*]] = kiln.cos %[[SN]] : tensor<4x8xf32>
+  %5 = kiln.cos %4 : tensor<4x8xf32>
+  // CHECK: kiln.pow %[[C]], 3.000000e+00 : tensor<4x8xf32>
+  %6 = kiln.pow %5, 3.0 : tensor<4x8xf32>
+  // CHECK: kiln.abs %{{.*}} : tensor<3xi64>
+  %7 = kiln.abs %i : tensor<3xi64>
+  // CHECK: kiln.pow %{{.*}}, -5.000000e-01 : tensor<2xbf16>
+  %8 = kiln.pow %h, -0.5 : tensor<2xbf16>
+  return %6, %7, %8 : tensor<4x8xf32>, tensor<3xi64>, tensor<2xbf16>
+}
+
+// CHECK-LABEL: func.func @batched_matmul
+func.func @batched_matmul(%a: tensor<2x4x8xf32>, %b: tensor<2x8x16xf32>) -> tensor<2x4x16xf32> {
+  // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
 // CHECK-LABEL: func.func @layout
 func.func @layout(%a: tensor<4x8xf32>, %v: tensor<8xf32>) -> (tensor<8x4xf32>, tensor<3x4x8xf32>, tensor<32xf32>) {
   // CHECK: kiln.transpose %{{.*}} [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>

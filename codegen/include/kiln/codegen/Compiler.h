@@ -10,19 +10,34 @@
 // kiln::Error).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/ir/Graph.h"
 #include "kiln/runtime/Executable.h"
 
+/// Kiln's version. Part of the kernel cache key: bump it (or the cache format
+/// in cpu/KernelCache.cpp) when generated code changes in ways the key does
+/// not see.
+#define KILN_VERSION "0.1.0"
+
 namespace kiln::codegen {
+
+inline constexpr const char *kKilnVersion = KILN_VERSION;
 
 struct CompileOptions {
   /// If non-empty, the IR after each named pipeline stage is written here
-  /// (KILN_DUMP_IR).
+  /// (KILN_DUMP_IR). The kernel cache is then not read (every stage runs, so
+  /// every dump is written); it is still written.
   std::string dump_ir_dir;
+  /// On-disk kernel cache (compiled objects keyed by the kernel IR, Kiln and
+  /// LLVM versions and the host target). Unset: $KILN_CACHE_DIR if set (empty
+  /// disables), else $XDG_CACHE_HOME/kiln/kernels or ~/.cache/kiln/kernels.
+  /// Set to "": no cache. KILN_DISABLE_CACHE=1 disables it in every case.
+  std::optional<std::string> kernel_cache_dir;
 };
 
 /// One fusion group, for reports (kiln::explain and logs).
@@ -43,7 +58,40 @@ struct CompiledGraph {
   int num_forward_outputs = 0;
   int num_saved = 0;
   std::vector<FusionInfo> fusions;
+
+  /// The kernels were loaded from the on-disk cache: no MLIR lowering and no
+  /// LLVM optimization/codegen ran for them.
+  bool kernel_cache_hit = false;
+  /// The cache key (64 hex digits); empty when the cache is off or the graph
+  /// has no kernels.
+  std::string kernel_cache_key;
+  /// Wall time of compileGraph and its phases, in seconds: kiln module,
+  /// pipeline and kernel emission (frontend); kernels -> LLVM dialect (mlir);
+  /// LLVM IR optimization + machine code + linking (llvm, 0 on a hit);
+  /// reading and linking a cached object (cache_load); executables and the
+  /// rest (the remainder of compile).
+  double compile_seconds = 0.0;
+  double frontend_seconds = 0.0;
+  double mlir_lowering_seconds = 0.0;
+  double llvm_seconds = 0.0;
+  double cache_load_seconds = 0.0;
 };
+
+/// Process-wide kernel cache counters (all compileGraph calls so far).
+struct KernelCacheStats {
+  int64_t hits = 0;           ///< kernel modules loaded from the cache
+  int64_t misses = 0;         ///< lookups that found no usable entry
+  int64_t bad_entries = 0;    ///< entries present but corrupt or not loadable
+  int64_t stores = 0;         ///< objects written to the cache
+  int64_t store_failures = 0; ///< objects that could not be written
+  int64_t mlir_lowerings = 0; ///< kernel modules lowered to the LLVM dialect
+  int64_t llvm_compiles = 0;  ///< kernel modules compiled by LLVM (ExecutionEngine)
+};
+KernelCacheStats kernelCacheStats();
+
+/// The cache directory compileGraph would use with `options` (after the
+/// environment); empty when the cache is disabled.
+std::string resolveKernelCacheDir(const CompileOptions &options);
 
 /// Compiles `graph`. Returns false and fills `error` on failure.
 bool compileGraph(const ir::Graph &graph, const CompileOptions &options,

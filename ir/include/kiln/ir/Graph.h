@@ -23,12 +23,15 @@ enum class ElementType { F32, F16, BF16, I64, Bool, F64, I32 };
 enum class OpKind {
   // elementwise, same-shape operands
   Add, Sub, Mul, Div, Neg, Exp, Log, Relu,
+  Sqrt, Rsqrt, Tanh, Abs, Sin, Cos,  // unary float math (Abs: any numeric type)
+  Pow,      // x ^ `scalar` (a constant f64 exponent), floats only
   Compare,  // attr: predicate; result Bool
   Select,   // select(cond: Bool, a, b)
   Convert,  // element type cast to the node's result type
   // creation
   Constant, // splat of `scalar` with the result shape/type
-  // linear algebra: [M, K] x [K, N] -> [M, N]
+  // linear algebra: [M, K] x [K, N] -> [M, N], or batched (rank 3):
+  // [B, M, K] x [B, K, N] -> [B, M, N]
   Matmul,
   // layout (views in eager)
   Transpose, // attr ints: permutation
@@ -54,7 +57,7 @@ struct Node {
   int result = -1;
   std::vector<int64_t> ints;  ///< permutation (Transpose), dims (Reduce*)
   bool keepdim = false;       ///< Reduce*
-  double scalar = 0.0;        ///< Constant value
+  double scalar = 0.0;        ///< Constant value; Pow exponent
   Predicate predicate = Predicate::EQ;  ///< Compare
 };
 

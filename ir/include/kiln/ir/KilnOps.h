@@ -21,11 +21,13 @@
 namespace kiln::ir {
 
 /// True for ops allowed inside a kiln.fusion body: kiln.constant, the
-/// elementwise ops (add, sub, mul, div, neg, exp, log, relu, compare, select,
-/// convert) and kiln.reduce_sum / kiln.reduce_max.
+/// elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt, tanh,
+/// abs, sin, cos, pow, compare, select, convert) and kiln.reduce_sum /
+/// kiln.reduce_max.
 bool isFusibleOp(mlir::Operation *op);
 
-/// True for the elementwise ops (add..relu, compare, select, convert).
+/// True for the elementwise ops (add..relu, sqrt, rsqrt, tanh, abs, sin, cos,
+/// pow, compare, select, convert).
 bool isElementwiseOp(mlir::Operation *op);
 
 /// True for kiln.reduce_sum and kiln.reduce_max.

@@ -86,6 +86,29 @@ def Kiln_NegOp : Kiln_UnaryOp<"neg", "negation", Kiln_NumericTensor>;
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", "natural exponential", Kiln_FloatTensor>;
 def Kiln_LogOp : Kiln_UnaryOp<"log", "natural logarithm", Kiln_FloatTensor>;
 def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)", Kiln_NumericTensor>;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", "square root", Kiln_FloatTensor>;
+def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", "reciprocal square root (1 / sqrt(x))",
+                                Kiln_FloatTensor>;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "hyperbolic tangent", Kiln_FloatTensor>;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "absolute value", Kiln_NumericTensor>;
+def Kiln_SinOp : Kiln_UnaryOp<"sin", "sine", Kiln_FloatTensor>;
+def Kiln_CosOp : Kiln_UnaryOp<"cos", "cosine", Kiln_FloatTensor>;
+
+def Kiln_PowOp : Kiln_Op<"pow", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise power by a constant exponent";
+  let description = [{
+    `result[i] = input[i] ^ exponent` for a constant f64 `exponent` (as
+    `torch.pow(tensor, float)`): a negative base with a non-integral
+    exponent gives NaN. Floating point tensors only.
+
+    ```mlir
+    %1 = kiln.pow %0, 3.000000e+00 : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, F64Attr:$exponent);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $exponent attr-dict `:` type($result)";
+}
 
 def Kiln_CompareOp : Kiln_Op<"compare", [Pure, SameTypeOperands,
     TypesMatchWith<"result is an i1 tensor of the operands' shape",
@@ -153,13 +176,17 @@ def Kiln_ConvertOp : Kiln_Op<"convert", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
-  let summary = "matrix multiplication";
+  let summary = "matrix multiplication, optionally batched";
   let description = [{
-    `[M, K] x [K, N] -> [M, N]`, all with the same element type. Runs on a
+    `[M, K] x [K, N] -> [M, N]`, or batched with rank 3:
+    `[B, M, K] x [B, K, N] -> [B, M, N]` (one GEMM per batch entry; no
+    broadcasting of the batch dim, which is an explicit kiln.broadcast).
+    Operands and result have the same rank and element type. Runs on a
     GEMM library (oneDNN / cuBLAS), never inside a kiln.fusion.
 
     ```mlir
     %2 = kiln.matmul %0, %1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+    %5 = kiln.matmul %3, %4 : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
     ```
   }];
   let arguments = (ins Kiln_NumericTensor:$lhs, Kiln_NumericTensor:$rhs);
@@ -265,8 +292,9 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [Pure, IsolatedFromAbove,
     to the operands, terminated by `kiln.yield` whose operands correspond to
     the results. `kernel` is the kernel's symbol, unique per module
     (`fusion_0`, `fusion_1`, ...). The body may hold only kiln.constant,
-    elementwise ops (add, sub, mul, div, neg, exp, log, relu, compare,
-    select, convert), kiln.reduce_sum and kiln.reduce_max.
+    elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt,
+    tanh, abs, sin, cos, pow, compare, select, convert), kiln.reduce_sum and
+    kiln.reduce_max.
 
     ```mlir
     %r = kiln.fusion "fusion_0" (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4xf32> {

@@ -38,15 +38,34 @@ def KilnFusePass : Pass<"kiln-fuse", "mlir::ModuleOp"> {
   let description = [{
     Runs on every func.func of the module (a module pass so that kernel names
     `fusion_0, fusion_1, ...` are unique and numbered in order of appearance
-    across the module). Rules, in passes/README.md: ops are walked in reverse
-    program order; each unfused elementwise op or reduction seeds a group; a
-    producer joins the group if it is elementwise, its result shape is the
-    group's iteration space (the seed's result shape, or the operand shape
-    for a reduction seed) and all of its users are already in the group.
+    across the module). Rules, in passes/README.md:
+
+    - vertical: ops are walked in reverse program order; each unfused
+      elementwise op or reduction seeds a group and every earlier compute op
+      with a user in the group is offered to it; a producer that also has
+      users outside the group is yielded as an extra result (multi-output);
+      a reduction may join as the producer of an epilogue;
+    - horizontal: groups that read a common input (siblings) or are linked
+      by an edge the walk could not take are merged;
+    - every merge keeps one iteration space (same shape, or a reduction of
+      it and its reduced shape), creates no cycle between groups and stays
+      within `max-ops` ops.
+
     Splat constants are cloned into each fusion that uses them; a constant
     still used outside fusions is wrapped in its own fusion. Afterwards a
-    function holds only kiln.fusion, kiln.matmul, layout ops and func.return.
+    function holds only kiln.fusion, kiln.matmul, layout ops and func.return,
+    in a topological order that keeps program order where it can.
   }];
+  let options = [
+    Option<"maxOps", "max-ops", "unsigned", /*default=*/"64",
+           "Most elementwise ops and reductions in one fusion">,
+    Option<"multiOutput", "multi-output", "bool", /*default=*/"true",
+           "Let a producer with users outside the group join it (yielded as an extra result)">,
+    Option<"siblings", "siblings", "bool", /*default=*/"true",
+           "Merge groups that share an input or an edge (horizontal fusion)">,
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "Fuse elementwise consumers of a reduction's result into its group">,
+  ];
   let dependentDialects = ["::kiln::ir::KilnDialect"];
 }
 

@@ -1,0 +1,174 @@
+// One GPT training step: 2 pre-LayerNorm transformer blocks (d_model 128,
+// 4 heads, causal attention, MLP 4x with GELU "tanh", dropout 0) on
+// x [16, 64, 128], MSE loss against a fixed target, backward, AdamW.
+// Kiln eager vs kiln::compile vs LibTorch 1.13 eager (the same model written
+// with torch::nn) in the same process. Run:
+//
+//   build/bench/kiln-bench-gpt --benchmark_out=bench/results/gpt.json --benchmark_out_format=json \
+//       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//   python3 bench/ratios.py bench/results/gpt.json
+//
+// The same thread count for both: 2 (LibTorch's intra-op pool and oneDNN's
+// GEMM threads). LibTorch's OpenBLAS misdetects this CPU unless
+// OPENBLAS_CORETYPE is set before the process starts, so main() re-executes
+// itself with OPENBLAS_CORETYPE=SkylakeX when it is missing (as
+// bench_ops.cpp). When kiln::compile cannot capture the model yet, the
+// compiled benchmark is skipped with the compiler's message.
+#include <cmath>
+#include <cstdlib>
+#include <unistd.h>
+
+#include <benchmark/benchmark.h>
+
+#include "kiln/kiln.h"
+
+#ifdef KILN_HAVE_LIBTORCH
+#include <torch/torch.h>
+#endif
+
+namespace {
+
+constexpr int kThreads = 2;
+constexpr int64_t kBatch = 16, kContext = 64, kDModel = 128, kHeads = 4, kLayers = 2;
+constexpr double kLr = 1e-3;
+
+// ---- Kiln ----------------------------------------------------------------------
+
+namespace kn = kiln::nn;
+
+class KilnBlock : public kn::Module {
+public:
+  KilnBlock() {
+    ln1_ = register_module("ln_1", std::make_shared<kn::LayerNorm>(kiln::Shape{kDModel}));
+    q_ = register_module("q_proj", std::make_shared<kn::Linear>(kDModel, kDModel));
+    k_ = register_module("k_proj", std::make_shared<kn::Linear>(kDModel, kDModel));
+    v_ = register_module("v_proj", std::make_shared<kn::Linear>(kDModel, kDModel));
+    out_ = register_module("out_proj", std::make_shared<kn::Linear>(kDModel, kDModel));
+    ln2_ = register_module("ln_2", std::make_shared<kn::LayerNorm>(kiln::Shape{kDModel}));
+    fc_ = register_module("fc", std::make_shared<kn::Linear>(kDModel, 4 * kDModel));
+    proj_ = register_module("proj", std::make_shared<kn::Linear>(4 * kDModel, kDModel));
+  }
+  kiln::Tensor forward(const kiln::Tensor &x) override {
+    const int64_t B = x.size(0), T = x.size(1), hd = kDModel / kHeads;
+    kiln::Tensor h = ln1_->forward(x);
+    auto heads = [&](const kiln::Tensor &t) { return t.view({B, T, kHeads, hd}).transpose(1, 2); };
+    kiln::Tensor y = kn::functional::scaled_dot_product_attention(heads(q_->forward(h)), heads(k_->forward(h)),
+                                                                  heads(v_->forward(h)), kiln::Tensor(), 0.0,
+                                                                  /*is_causal=*/true);
+    kiln::Tensor r = x + out_->forward(y.transpose(1, 2).reshape({B, T, kDModel}));
+    return r + proj_->forward(kiln::gelu(fc_->forward(ln2_->forward(r)), "tanh"));
+  }
+  std::string name() const override { return "Block"; }
+
+private:
+  std::shared_ptr<kn::LayerNorm> ln1_, ln2_;
+  std::shared_ptr<kn::Linear> q_, k_, v_, out_, fc_, proj_;
+};
+
+void kiln_train_step(benchmark::State &state, bool compiled) {
+  kiln::manual_seed(0);
+  auto blocks = std::make_shared<kn::Sequential>();
+  for (int64_t i = 0; i < kLayers; ++i) blocks->push_back(std::make_shared<KilnBlock>());
+  std::shared_ptr<kn::Module> model = blocks;
+  if (compiled) model = kiln::compile(blocks);
+  kiln::optim::AdamW opt(model->parameters(), kiln::optim::AdamWOptions(kLr));
+  kiln::Tensor x = kiln::randn({kBatch, kContext, kDModel}), target = kiln::randn({kBatch, kContext, kDModel});
+  auto step = [&] {
+    opt.zero_grad();
+    kiln::Tensor loss = kn::functional::mse_loss(model->forward(x), target);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  try {
+    step();  // warm-up: the compiled variant traces and compiles here
+  } catch (const kiln::Error &e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  auto &alloc = kiln::runtime::cpu_allocator();
+  alloc.reset_peak_stats();
+  const int64_t base = alloc.stats().current_bytes;
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+  state.counters["peak_step_bytes"] = static_cast<double>(alloc.stats().peak_bytes - base);
+  state.SetItemsProcessed(state.iterations() * kBatch * kContext);  // tokens
+}
+
+void BM_KilnGptStepEager(benchmark::State &state) { kiln_train_step(state, false); }
+void BM_KilnGptStepCompiled(benchmark::State &state) { kiln_train_step(state, true); }
+
+#ifdef KILN_HAVE_LIBTORCH
+// ---- LibTorch -------------------------------------------------------------------
+
+struct TorchBlockImpl : torch::nn::Module {
+  TorchBlockImpl()
+      : ln1(register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDModel})))),
+        q(register_module("q_proj", torch::nn::Linear(kDModel, kDModel))),
+        k(register_module("k_proj", torch::nn::Linear(kDModel, kDModel))),
+        v(register_module("v_proj", torch::nn::Linear(kDModel, kDModel))),
+        out(register_module("out_proj", torch::nn::Linear(kDModel, kDModel))),
+        ln2(register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDModel})))),
+        fc(register_module("fc", torch::nn::Linear(kDModel, 4 * kDModel))),
+        proj(register_module("proj", torch::nn::Linear(4 * kDModel, kDModel))) {}
+  torch::Tensor forward(const torch::Tensor &x) {
+    const int64_t B = x.size(0), T = x.size(1), hd = kDModel / kHeads;
+    torch::Tensor h = ln1(x);
+    auto heads = [&](const torch::Tensor &t) { return t.view({B, T, kHeads, hd}).transpose(1, 2); };
+    // The math path of scaled_dot_product_attention (LibTorch 1.13 has no public sdpa).
+    torch::Tensor scores = torch::matmul(heads(q(h)), heads(k(h)).transpose(-2, -1)) / std::sqrt(double(hd));
+    torch::Tensor causal = torch::ones({T, T}, torch::kBool).tril();
+    torch::Tensor y = torch::matmul(torch::softmax(scores.masked_fill(causal.logical_not(), -INFINITY), -1),
+                                    heads(v(h)));
+    torch::Tensor r = x + out(y.transpose(1, 2).reshape({B, T, kDModel}));
+    return r + proj(torch::gelu(fc(ln2(r)), "tanh"));
+  }
+  torch::nn::LayerNorm ln1;
+  torch::nn::Linear q, k, v, out;
+  torch::nn::LayerNorm ln2;
+  torch::nn::Linear fc, proj;
+};
+TORCH_MODULE(TorchBlock);
+
+void BM_TorchGptStepEager(benchmark::State &state) {
+  torch::manual_seed(0);
+  torch::nn::Sequential blocks;
+  for (int64_t i = 0; i < kLayers; ++i) blocks->push_back(TorchBlock());
+  torch::optim::AdamW opt(blocks->parameters(), torch::optim::AdamWOptions(kLr));
+  torch::Tensor x = torch::randn({kBatch, kContext, kDModel}), target = torch::randn({kBatch, kContext, kDModel});
+  auto step = [&] {
+    opt.zero_grad();
+    torch::Tensor loss = torch::mse_loss(blocks->forward(x), target);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  step();
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+  state.SetItemsProcessed(state.iterations() * kBatch * kContext);
+}
+#endif
+
+}  // namespace
+
+BENCHMARK(BM_KilnGptStepEager)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_KilnGptStepCompiled)->Unit(benchmark::kMillisecond);
+#ifdef KILN_HAVE_LIBTORCH
+BENCHMARK(BM_TorchGptStepEager)->Unit(benchmark::kMillisecond);
+#endif
+
+int main(int argc, char **argv) {
+#ifdef KILN_HAVE_LIBTORCH
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    execv("/proc/self/exe", argv);  // only returns on failure: continue without it
+  }
+  torch::set_num_threads(kThreads);
+#endif
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("threads", std::to_string(kThreads));
+  benchmark::AddCustomContext("model", "2 GPT blocks, d_model 128, 4 heads, B16 T64, dropout 0, AdamW");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

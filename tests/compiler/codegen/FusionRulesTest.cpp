@@ -1,0 +1,357 @@
+// kiln-fuse's rules end to end: small graphs that hit each rule (multi-output,
+// siblings, reduction epilogues, the cycle check) compiled by compileGraph,
+// with the kernel count and the values checked against plain C++.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "kiln/codegen/Compiler.h"
+#include "kiln/runtime/LaunchExecutable.h"
+
+using namespace kiln;
+using kiln::ir::ElementType;
+using kiln::ir::OpKind;
+using runtime::TensorView;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+struct GraphMaker {
+  ir::Graph g;
+
+  int input(Shape shape, ir::InputRole role = ir::InputRole::Primal) {
+    int v = g.addValue(std::move(shape), ElementType::F32);
+    g.inputs.push_back(v);
+    g.input_roles.push_back(role);
+    return v;
+  }
+  int node(OpKind kind, std::vector<int> operands, Shape shape, ElementType type = ElementType::F32,
+           std::function<void(ir::Node &)> setup = nullptr) {
+    ir::Node n;
+    n.kind = kind;
+    n.operands = std::move(operands);
+    n.result = g.addValue(std::move(shape), type);
+    if (setup)
+      setup(n);
+    g.nodes.push_back(n);
+    return n.result;
+  }
+  int same(OpKind kind, std::vector<int> operands) {
+    Shape shape = g.values[operands[0]].shape;
+    return node(kind, std::move(operands), shape);
+  }
+  int reduce(OpKind kind, int v, std::vector<int64_t> dims, Shape shape, bool keepdim = false) {
+    return node(kind, {v}, std::move(shape), ElementType::F32, [&](ir::Node &n) {
+      n.ints = dims;
+      n.keepdim = keepdim;
+    });
+  }
+  int constant(Shape shape, double value) {
+    return node(OpKind::Constant, {}, std::move(shape), ElementType::F32, [&](ir::Node &n) { n.scalar = value; });
+  }
+  ir::Graph done(std::vector<int> outputs, int num_forward_outputs = -1) {
+    g.outputs = outputs;
+    g.num_forward_outputs = num_forward_outputs < 0 ? static_cast<int>(outputs.size()) : num_forward_outputs;
+    return g;
+  }
+};
+
+TensorView f32(Shape shape, const std::vector<float> &values) {
+  TensorView v;
+  v.buffer = runtime::Buffer::make(std::max<size_t>(values.size() * sizeof(float), 1));
+  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(float));
+  v.sizes = std::move(shape);
+  v.strides = runtime::contiguous_strides(v.sizes);
+  v.dtype = kFloat32;
+  return v;
+}
+
+/// Deterministic values in [-2, 2), none exactly zero.
+std::vector<float> values(int64_t n, int seed) {
+  std::vector<float> v(n);
+  uint32_t s = 4242u + 131u * static_cast<uint32_t>(seed);
+  for (auto &x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>((s >> 8) % 4000) / 1000.0f - 2.0f + 0.0005f;
+  }
+  return v;
+}
+
+std::vector<float> read(const TensorView &v) {
+  std::vector<float> out;
+  const int64_t n = v.numel();
+  const size_t rank = v.sizes.size();
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = v.offset;
+    for (size_t d = 0; d < rank; ++d)
+      off += index[d] * v.strides[d];
+    out.push_back(static_cast<const float *>(v.buffer->data())[off]);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < v.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+codegen::CompiledGraph compileOk(const ir::Graph &graph) {
+  codegen::CompiledGraph compiled;
+  std::string error;
+  codegen::CompileOptions options;
+  if (const char *dir = std::getenv("KILN_DUMP_IR"))
+    options.dump_ir_dir = dir;
+  EXPECT_TRUE(codegen::compileGraph(graph, options, &compiled, &error)) << error;
+  return compiled;
+}
+
+std::vector<TensorView> runOk(const runtime::Executable &exe, const std::vector<TensorView> &in) {
+  std::string error;
+  auto out = exe.run(in, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  return out;
+}
+
+void expectNear(const std::vector<float> &got, const std::vector<float> &want, float tol = 1e-5f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "element " << i;
+}
+
+} // namespace
+
+TEST(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
+  // e = exp(x) is returned and feeds n = neg(e) * x: one kernel, two results.
+  GraphMaker m;
+  int x = m.input({3, 5});
+  int e = m.same(OpKind::Exp, {x});
+  int n = m.same(OpKind::Mul, {m.same(OpKind::Neg, {e}), x});
+  auto compiled = compileOk(m.done({e, n}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  std::vector<float> xs = values(15, 1);
+  auto res = runOk(*compiled.forward, {f32({3, 5}, xs)});
+  ASSERT_EQ(res.size(), 2u);
+  std::vector<float> we(15), wn(15);
+  for (int i = 0; i < 15; ++i) {
+    we[i] = std::exp(xs[i]);
+    wn[i] = -we[i] * xs[i];
+  }
+  expectNear(read(res[0]), we);
+  expectNear(read(res[1]), wn);
+}
+
+TEST(codegen_FusionRules, ReluBackwardFeedsMatmulAndBiasGrad) {
+  // gz = (z > 0) ? gy : 0 feeds a matmul (outside) and sum(gz, 0) in ONE
+  // kernel that yields gz and the bias gradient.
+  const int64_t N = 4, O = 6, I = 3;
+  GraphMaker m;
+  int z = m.input({N, O}), gy = m.input({N, O}), w = m.input({O, I});
+  int zero = m.constant({N, O}, 0.0);
+  int mask = m.node(OpKind::Compare, {z, zero}, {N, O}, ElementType::Bool,
+                    [](ir::Node &n) { n.predicate = ir::Predicate::GT; });
+  int gz = m.node(OpKind::Select, {mask, gy, zero}, {N, O});
+  int gx = m.node(OpKind::Matmul, {gz, w}, {N, I});
+  int gb = m.reduce(OpKind::ReduceSum, gz, {0}, {O});
+  auto compiled = compileOk(m.done({gx, gb}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  std::vector<float> zs = values(N * O, 2), gys = values(N * O, 3), ws = values(O * I, 4);
+  auto res = runOk(*compiled.forward, {f32({N, O}, zs), f32({N, O}, gys), f32({O, I}, ws)});
+  ASSERT_EQ(res.size(), 2u);
+  std::vector<float> wgx(N * I, 0.0f), wgb(O, 0.0f);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      float g = zs[n * O + o] > 0 ? gys[n * O + o] : 0.0f;
+      wgb[o] += g;
+      for (int i = 0; i < I; ++i)
+        wgx[n * I + i] += g * ws[o * I + i];
+    }
+  expectNear(read(res[0]), wgx, 1e-4f);
+  expectNear(read(res[1]), wgb, 1e-4f);
+}
+
+TEST(codegen_FusionRules, SiblingsShareAnInput) {
+  // exp(x), relu(x) - x, sum(x, 1) and max(x, 1): one kernel, four results.
+  GraphMaker m;
+  int x = m.input({4, 6});
+  int e = m.same(OpKind::Exp, {x});
+  int r = m.same(OpKind::Sub, {m.same(OpKind::Relu, {x}), x});
+  int s = m.reduce(OpKind::ReduceSum, x, {1}, {4});
+  int mx = m.reduce(OpKind::ReduceMax, x, {1}, {4});
+  auto compiled = compileOk(m.done({e, r, s, mx}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  std::vector<float> xs = values(24, 5);
+  auto res = runOk(*compiled.forward, {f32({4, 6}, xs)});
+  ASSERT_EQ(res.size(), 4u);
+  std::vector<float> we(24), wr(24), ws(4, 0.0f), wm(4, -INFINITY);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) {
+      float v = xs[i * 6 + j];
+      we[i * 6 + j] = std::exp(v);
+      wr[i * 6 + j] = (v > 0 ? v : 0.0f) - v;
+      ws[i] += v;
+      wm[i] = std::max(wm[i], v);
+    }
+  expectNear(read(res[0]), we);
+  expectNear(read(res[1]), wr);
+  expectNear(read(res[2]), ws);
+  expectNear(read(res[3]), wm);
+}
+
+TEST(codegen_FusionRules, ReductionEpilogue) {
+  // s = sum(exp(x), 1) is returned and continues as log(s) * 0.25: one
+  // kernel with prologue, reduction and epilogue.
+  GraphMaker m;
+  int x = m.input({5, 7});
+  int s = m.reduce(OpKind::ReduceSum, m.same(OpKind::Exp, {x}), {1}, {5});
+  int y = m.same(OpKind::Mul, {m.same(OpKind::Log, {s}), m.constant({5}, 0.25)});
+  auto compiled = compileOk(m.done({y, s}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  std::vector<float> xs = values(35, 6);
+  auto res = runOk(*compiled.forward, {f32({5, 7}, xs)});
+  ASSERT_EQ(res.size(), 2u);
+  std::vector<float> wy(5), ws(5, 0.0f);
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 7; ++j)
+      ws[i] += std::exp(xs[i * 7 + j]);
+    wy[i] = std::log(ws[i]) * 0.25f;
+  }
+  expectNear(read(res[0]), wy);
+  expectNear(read(res[1]), ws);
+}
+
+TEST(codegen_FusionRules, StableLogSumExpAndMeanOverRows) {
+  // lse = log(sum(exp(x - max(x, 1)), 1)) + max(x, 1): 2 kernels (the max
+  // reaches the sum through a broadcast, so it cannot join it).
+  GraphMaker m;
+  int x = m.input({4, 9});
+  int mx = m.reduce(OpKind::ReduceMax, x, {1}, {4});
+  int mxb = m.node(OpKind::Broadcast, {m.node(OpKind::Reshape, {mx}, {4, 1})}, {4, 9});
+  int s = m.reduce(OpKind::ReduceSum, m.same(OpKind::Exp, {m.same(OpKind::Sub, {x, mxb})}), {1}, {4});
+  int lse = m.same(OpKind::Add, {m.same(OpKind::Log, {s}), mx});
+  auto compiled = compileOk(m.done({lse}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 2u);
+  std::vector<float> xs = values(36, 7);
+  auto res = runOk(*compiled.forward, {f32({4, 9}, xs)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(4);
+  for (int i = 0; i < 4; ++i) {
+    float top = -INFINITY, sum = 0.0f;
+    for (int j = 0; j < 9; ++j)
+      top = std::max(top, xs[i * 9 + j]);
+    for (int j = 0; j < 9; ++j)
+      sum += std::exp(xs[i * 9 + j] - top);
+    want[i] = std::log(sum) + top;
+  }
+  expectNear(read(res[0]), want);
+}
+
+TEST(codegen_FusionRules, SoftmaxIsThreeKernels) {
+  GraphMaker m;
+  int x = m.input({3, 8});
+  auto rowReduce = [&](OpKind k, int v) {
+    return m.node(OpKind::Broadcast, {m.reduce(k, v, {1}, {3, 1}, /*keepdim=*/true)}, {3, 8});
+  };
+  int e = m.same(OpKind::Exp, {m.same(OpKind::Sub, {x, rowReduce(OpKind::ReduceMax, x)})});
+  int y = m.same(OpKind::Div, {e, rowReduce(OpKind::ReduceSum, e)});
+  auto compiled = compileOk(m.done({y}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 3u); // max | sub, exp, sum | div
+  std::vector<float> xs = values(24, 8);
+  auto res = runOk(*compiled.forward, {f32({3, 8}, xs)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(24);
+  for (int i = 0; i < 3; ++i) {
+    float top = -INFINITY, sum = 0.0f;
+    for (int j = 0; j < 8; ++j)
+      top = std::max(top, xs[i * 8 + j]);
+    for (int j = 0; j < 8; ++j)
+      sum += std::exp(xs[i * 8 + j] - top);
+    for (int j = 0; j < 8; ++j)
+      want[i * 8 + j] = std::exp(xs[i * 8 + j] - top) / sum;
+  }
+  expectNear(read(res[0]), want);
+}
+
+TEST(codegen_FusionRules, CycleThroughMatmulKeepsTwoKernels) {
+  // e = exp(x) feeds a matmul whose result meets e again: merging the two
+  // elementwise groups would be a cycle, so there are two kernels.
+  GraphMaker m;
+  int x = m.input({4, 4}), w = m.input({4, 4});
+  int e = m.same(OpKind::Exp, {x});
+  int p = m.node(OpKind::Matmul, {e, w}, {4, 4});
+  int y = m.same(OpKind::Add, {m.same(OpKind::Sub, {x, p}), e});
+  auto compiled = compileOk(m.done({y}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 2u);
+  std::vector<float> xs = values(16, 9), ws = values(16, 10);
+  auto res = runOk(*compiled.forward, {f32({4, 4}, xs), f32({4, 4}, ws)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(16);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      float acc = 0.0f;
+      for (int k = 0; k < 4; ++k)
+        acc += std::exp(xs[i * 4 + k]) * ws[k * 4 + j];
+      want[i * 4 + j] = xs[i * 4 + j] - acc + std::exp(xs[i * 4 + j]);
+    }
+  expectNear(read(res[0]), want, 1e-4f);
+}
+
+TEST(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
+  // The saved pre-activation z: forward yields z and relu(z) from one kernel;
+  // backward computes the mask, gz and sum(gz, 0) in one kernel.
+  const int64_t N = 4, I = 3, O = 5;
+  GraphMaker m;
+  int x = m.input({N, I}), w = m.input({I, O}), b = m.input({O});
+  int gy = m.input({N, O}, ir::InputRole::Tangent);
+  int z = m.same(OpKind::Add, {m.node(OpKind::Matmul, {x, w}, {N, O}), m.node(OpKind::Broadcast, {b}, {N, O})});
+  int y = m.same(OpKind::Relu, {z});
+  int zero = m.constant({N, O}, 0.0);
+  int mask = m.node(OpKind::Compare, {z, zero}, {N, O}, ElementType::Bool,
+                    [](ir::Node &n) { n.predicate = ir::Predicate::GT; });
+  int gz = m.node(OpKind::Select, {mask, gy, zero}, {N, O});
+  int wt = m.node(OpKind::Transpose, {w}, {O, I}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
+  int gx = m.node(OpKind::Matmul, {gz, wt}, {N, I});
+  int gb = m.reduce(OpKind::ReduceSum, gz, {0}, {O});
+  auto compiled = compileOk(m.done({y, gx, gb}, 1));
+  ASSERT_TRUE(compiled.forward);
+  ASSERT_TRUE(compiled.backward);
+  EXPECT_EQ(compiled.fusions.size(), 2u); // one forward, one backward
+
+  std::vector<float> xs = values(N * I, 11), ws = values(I * O, 12), bs = values(O, 13), gys = values(N * O, 14);
+  std::vector<TensorView> primals = {f32({N, I}, xs), f32({I, O}, ws), f32({O}, bs)};
+  auto fwd = runOk(*compiled.forward, primals);
+  ASSERT_EQ(fwd.size(), static_cast<size_t>(1 + compiled.num_saved));
+  std::vector<TensorView> bwdIn = primals;
+  bwdIn.insert(bwdIn.end(), fwd.begin() + 1, fwd.end());
+  bwdIn.push_back(f32({N, O}, gys));
+  auto grads = runOk(*compiled.backward, bwdIn);
+  ASSERT_EQ(grads.size(), 2u);
+
+  std::vector<float> wy(N * O), wgx(N * I, 0.0f), wgb(O, 0.0f);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      float acc = bs[o];
+      for (int i = 0; i < I; ++i)
+        acc += xs[n * I + i] * ws[i * O + o];
+      wy[n * O + o] = acc > 0 ? acc : 0.0f;
+      float g = acc > 0 ? gys[n * O + o] : 0.0f;
+      wgb[o] += g;
+      for (int i = 0; i < I; ++i)
+        wgx[n * I + i] += g * ws[i * O + o];
+    }
+  expectNear(read(fwd[0]), wy, 1e-4f);
+  expectNear(read(grads[0]), wgx, 1e-4f);
+  expectNear(read(grads[1]), wgb, 1e-4f);
+}
