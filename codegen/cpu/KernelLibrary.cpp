@@ -57,7 +57,7 @@ std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const 
       *error = "JIT: cannot detect the host: " + llvm::toString(builder.takeError());
     return nullptr;
   }
-  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   auto machine = builder->createTargetMachine();
   if (!machine) {
     if (error)
@@ -68,10 +68,10 @@ std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const 
   // must outlive create() (TOOLCHAIN.md). The engine keeps the target machine
   // alive, so the raw pointer stays valid while the transformer runs.
   std::function<llvm::Error(llvm::Module *)> optimize =
-      makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, machine->get());
+      makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, machine->get());
   ExecutionEngineOptions options;
   options.transformer = optimize;
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Default;
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
   options.enableObjectDump = keepObject; // a SimpleObjectCache keeps the object

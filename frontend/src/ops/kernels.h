@@ -158,10 +158,14 @@ template <class F> void parallel_for(int64_t n, int64_t chunk, int64_t work, F &
 
 /// An N-operand iteration space with size-1 dims dropped and adjacent dims
 /// merged where every operand steps through them as one dim (row-major
-/// element order is unchanged). `sizes` empty means a single element.
+/// element order is unchanged); nd == 0 means a single element. Fixed
+/// storage (no allocation per op): every kept dim has size >= 2, so a
+/// tensor that fits in memory has fewer than 64 of them.
+constexpr int kMaxIterDims = 64;
 template <size_t N> struct Iter {
-  Shape sizes;
-  std::array<Shape, N> strides;
+  int64_t nd = 0;
+  int64_t sizes[kMaxIterDims];
+  int64_t strides[N][kMaxIterDims];
   std::array<int64_t, N> base{};
   int64_t numel = 1;
 };
@@ -174,17 +178,19 @@ Iter<N> make_iter(const Shape &sizes, const std::array<const Shape *, N> &stride
   if (it.numel == 0) return it;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 1) continue;
-    if (!it.sizes.empty()) {
+    if (it.nd > 0) {
+      const int64_t last = it.nd - 1;
       bool merge = true;
-      for (size_t k = 0; k < N; ++k) merge &= it.strides[k].back() == (*strides[k])[d] * sizes[d];
+      for (size_t k = 0; k < N; ++k) merge &= it.strides[k][last] == (*strides[k])[d] * sizes[d];
       if (merge) {
-        it.sizes.back() *= sizes[d];
-        for (size_t k = 0; k < N; ++k) it.strides[k].back() = (*strides[k])[d];
+        it.sizes[last] *= sizes[d];
+        for (size_t k = 0; k < N; ++k) it.strides[k][last] = (*strides[k])[d];
         continue;
       }
     }
-    it.sizes.push_back(sizes[d]);
-    for (size_t k = 0; k < N; ++k) it.strides[k].push_back((*strides[k])[d]);
+    it.sizes[it.nd] = sizes[d];
+    for (size_t k = 0; k < N; ++k) it.strides[k][it.nd] = (*strides[k])[d];
+    ++it.nd;
   }
   return it;
 }
@@ -194,18 +200,12 @@ Iter<N> make_iter(const Shape &sizes, const std::array<const Shape *, N> &stride
 /// row, with w the linear index of its first element.
 template <size_t N, class F> void for_each_row_range(const Iter<N> &it, int64_t begin, int64_t end, F &&inner) {
   if (begin >= end) return;
-  const int64_t nd = static_cast<int64_t>(it.sizes.size());
+  const int64_t nd = it.nd;
   if (nd == 0) {
     inner(begin, it.base, int64_t{1}, std::array<int64_t, N>{});
     return;
   }
-  int64_t idx_buf[16];
-  std::vector<int64_t> idx_heap;
-  int64_t *idx = idx_buf;
-  if (nd > 16) {
-    idx_heap.resize(static_cast<size_t>(nd));
-    idx = idx_heap.data();
-  }
+  int64_t idx[kMaxIterDims];
   std::array<int64_t, N> row = it.base;  // offsets of the current row's first element
   int64_t rem = begin;
   for (int64_t d = nd - 1; d >= 0; --d) {
