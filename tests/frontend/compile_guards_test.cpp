@@ -120,5 +120,18 @@ TEST(CompileGuards, TrainEvalAndGradModeAreGuards) {
   EXPECT_EQ(compiled->stats().cache_hits, 1);
 }
 
+TEST(CompileExplain, ReportsFusionsMemoryPlanAndGuards) {
+  manual_seed(6);
+  auto compiled = compile(std::make_shared<DropoutNet>(0.25));
+  std::string report = explain(*compiled, ones({4, 8}), /*print=*/false);
+  EXPECT_NE(report.find("fusion groups ("), std::string::npos) << report;
+  EXPECT_NE(report.find("fusion_0"), std::string::npos) << report;
+  EXPECT_NE(report.find("memory plan: forward arena"), std::string::npos) << report;
+  EXPECT_NE(report.find("backward arena"), std::string::npos) << report;
+  EXPECT_NE(report.find("input[4, 8]:float32"), std::string::npos) << report;
+  EXPECT_NE(report.find("random inputs (dropout masks): 1"), std::string::npos) << report;
+  EXPECT_EQ(compiled->describe(ones({5, 8})), "");  // nothing compiled for that shape yet
+}
+
 }  // namespace
 }  // namespace kiln

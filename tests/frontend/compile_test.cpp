@@ -179,6 +179,62 @@ void check_compiled_matches_eager(MakeModel make, const Shape &input_shape, doub
   EXPECT_EQ(compiled_model->stats().cache_hits, 1);
 }
 
+/// A tiny character-level GPT: token + position embeddings, two TinyBlocks,
+/// final LayerNorm and a linear head -> logits [B*T, V].
+struct TinyGPT : nn::Module {
+  int64_t V, T, C;
+  std::shared_ptr<nn::Embedding> tok;
+  Tensor pos;
+  std::shared_ptr<TinyBlock> b1, b2;
+  std::shared_ptr<nn::LayerNorm> ln;
+  std::shared_ptr<nn::Linear> head;
+  TinyGPT(int64_t vocab, int64_t context, int64_t channels) : V(vocab), T(context), C(channels) {
+    tok = register_module("tok", std::make_shared<nn::Embedding>(V, C));
+    pos = register_parameter("pos", randn({T, C}) * 0.1);
+    b1 = register_module("b1", std::make_shared<TinyBlock>(C, 2));
+    b2 = register_module("b2", std::make_shared<TinyBlock>(C, 2));
+    ln = register_module("ln", std::make_shared<nn::LayerNorm>(Shape{C}));
+    head = register_module("head", std::make_shared<nn::Linear>(C, V));
+  }
+  Tensor forward(const Tensor &ids) override {
+    Tensor x = tok->forward(ids) + pos;
+    x = b2->forward(b1->forward(x));
+    return head->forward(ln->forward(x)).reshape({-1, V});
+  }
+  std::string name() const override { return "TinyGPT"; }
+};
+
+TEST(Compile, GptTrainingLossesMatchEagerFor20Steps) {
+  const int64_t V = 12, T = 8, B = 4;
+  auto make = [&] {
+    manual_seed(77);
+    return std::make_shared<TinyGPT>(V, T, 16);
+  };
+  auto eager = make();
+  auto compiled = compile(make());
+  optim::AdamW opt_e(eager->parameters(), optim::AdamWOptions(3e-3));
+  optim::AdamW opt_c(compiled->parameters(), optim::AdamWOptions(3e-3));
+  Generator data_gen(5);
+  for (int step = 0; step < 20; ++step) {
+    std::vector<int64_t> ids(B * T), targets(B * T);
+    for (auto &v : ids) v = data_gen.next4()[0] % V;
+    for (size_t i = 0; i < ids.size(); ++i) targets[i] = (ids[i] * 7 + 3) % V;  // a learnable mapping
+    Tensor x = tensor(ids, {B, T}), y = tensor(targets, {B * T});
+    double losses[2];
+    int k = 0;
+    for (auto &[model, opt] : std::vector<std::pair<nn::Module *, optim::Optimizer *>>{{eager.get(), &opt_e},
+                                                                                        {compiled.get(), &opt_c}}) {
+      opt->zero_grad();
+      Tensor loss = nn::functional::cross_entropy(model->forward(x), y);
+      loss.backward();
+      opt->step();
+      losses[k++] = loss.item();
+    }
+    EXPECT_NEAR(losses[1], losses[0], 1e-4 * std::abs(losses[0])) << "step " << step;
+  }
+  EXPECT_EQ(compiled->stats().compiles, 1);
+}
+
 TEST(Compile, TransformerBlockMatchesEager) {
   check_compiled_matches_eager(
       [] {

@@ -56,6 +56,9 @@ public:
   std::string name() const override { return "Compiled" + module_->name(); }
   const CompileStats &stats() const { return stats_; }
   nn::Module &original() { return *module_; }
+  /// The report of explain() for the artifact serving `input` (nullopt-like
+  /// empty string if none is compiled for it yet).
+  std::string describe(const Tensor &input) const;
 
   struct Artifact;
   struct Guard;
@@ -68,6 +71,14 @@ private:
   std::map<std::string, std::shared_ptr<Artifact>> cache_;
   CompileStats stats_;
 };
+
+/// Runs `model` on `input` (compiling for that guard key if needed) and
+/// returns a report: the guards, recompiles and their reasons so far, the
+/// fusion groups of the forward and backward (ops, bytes read/written), the
+/// memory plan (planned arena bytes per function), kernel-cache use and
+/// compile time. Graph breaks: none exist; an uncapturable op throws
+/// kiln::Error naming it. Also printed to stderr when `print` is set.
+std::string explain(CompiledModule &model, const Tensor &input, bool print = true);
 
 /// Wraps `module` (its parameters appear as "_orig_mod.<name>", as in PyTorch).
 std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});

@@ -259,6 +259,45 @@ Tensor CompiledModule::forward(const Tensor &input) {
   return output;
 }
 
+std::string CompiledModule::describe(const Tensor &input) const {
+  const GuardKey guard = GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_);
+  auto it = cache_.find(guard.str());
+  if (it == cache_.end()) return std::string();
+  const codegen::CompiledGraph &g = it->second->graph;
+  std::ostringstream os;
+  os << "kiln::explain " << name() << "\n";
+  os << "  guards: " << guard.str() << "\n";
+  os << "  artifacts: " << stats_.compiles << " compiled, " << stats_.cache_hits << " cached calls, "
+     << stats_.eager_fallbacks << " eager fallbacks (cache_size_limit " << options_.cache_size_limit << ")\n";
+  os << "  graph breaks: none (an op that cannot be captured raises kiln::Error)\n";
+  os << "  compile: " << g.compile_seconds << " s (frontend " << g.frontend_seconds << ", MLIR lowering "
+     << g.mlir_lowering_seconds << ", LLVM " << g.llvm_seconds << ")" << (g.kernel_cache_hit ? ", kernel cache hit" : "")
+     << "\n";
+  os << "  saved for backward: " << g.num_saved << " values; random inputs (dropout masks): "
+     << it->second->random_draws.size() << "\n";
+  os << "  memory plan: forward arena " << g.forward->arena_bytes() << " bytes, " << g.forward->num_launches()
+     << " launches";
+  if (g.backward) os << "; backward arena " << g.backward->arena_bytes() << " bytes, " << g.backward->num_launches() << " launches";
+  os << "\n  fusion groups (" << g.fusions.size() << "):\n";
+  int64_t read = 0, written = 0;
+  for (const auto &f : g.fusions) {
+    os << "    " << f.name << ": " << f.num_ops << " ops, reads " << f.bytes_read << " B, writes " << f.bytes_written
+       << " B\n";
+    read += f.bytes_read;
+    written += f.bytes_written;
+  }
+  os << "  total kernel traffic: " << read << " B read, " << written << " B written\n";
+  return os.str();
+}
+
+std::string explain(CompiledModule &model, const Tensor &input, bool print) {
+  model.forward(input);
+  std::string report = model.describe(input);
+  if (report.empty()) report = "kiln::explain " + model.name() + ": this input ran eagerly (cache_size_limit reached)\n";
+  if (print) std::fputs(report.c_str(), stderr);
+  return report;
+}
+
 std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   return std::make_shared<CompiledModule>(std::move(module), std::move(options));
 }
