@@ -47,6 +47,10 @@ TEST_P(GoldenCore, ForwardAndBackward) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GoldenCore, ::testing::Values("f32", "f64"));
 
+TEST(GoldenCoreMisc, FileHoldsEveryCase) {
+  EXPECT_EQ(cases().size(), 55u);  // tests/golden/core/core.json from gen_core.py
+}
+
 TEST(GoldenCoreMisc, MatmulShapesAndSums) {
   check_op(get("matmul_vector"), "matmul_vector", [](In &x) { return Outs{matmul(x["a"], x["b"])}; });
   check_op(get("sum_all"), "sum_all", [](In &x) { return Outs{x["a"].sum()}; });

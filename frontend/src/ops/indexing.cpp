@@ -12,10 +12,13 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kernels.h"
+#include "shape_utils.h"
 #include "../trace.h"
 
 namespace kiln {
 namespace {
+
+using shape_utils::strided_view;
 
 using autograd::TensorList;
 
@@ -129,17 +132,6 @@ void copy_region(const Tensor &src, const Tensor &dst, int64_t offset) {
                            });
 }
 
-/// A view of `base` with the given layout, sharing storage.
-Tensor strided_view(const Tensor &base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.impl()->storage;
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  impl->device = base.device();
-  return Tensor(std::move(impl));
-}
 
 /// The gradient of a stepped slice: `g` (length L along d) spread to
 /// positions start, start+step, ... of a zero tensor of `in_shape`, built

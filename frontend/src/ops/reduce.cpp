@@ -5,44 +5,18 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kernels.h"
+#include "shape_utils.h"
 #include "../trace.h"
 
 namespace kiln {
 namespace {
 
+using shape_utils::reduced_shape;
+constexpr auto normalize_dims = shape_utils::wrap_dims;
+
 using autograd::TensorList;
 
-/// Normalizes `dims` (empty = all) to sorted unique non-negative dims.
-Shape normalize_dims(const Tensor &a, const Shape &dims, const char *op) {
-  Shape out;
-  if (dims.empty()) {
-    for (int64_t i = 0; i < a.dim(); ++i) out.push_back(i);
-    return out;
-  }
-  const int64_t n = std::max<int64_t>(a.dim(), 1);
-  for (int64_t d : dims) {
-    KILN_CHECK(d >= -n && d < n, op, ": dimension ", d, " out of range for a tensor of shape ",
-               shape_str(a.sizes()), " (expected ", -n, "..", n - 1, ")");
-    int64_t w = d < 0 ? d + n : d;
-    KILN_CHECK(std::find(out.begin(), out.end(), w) == out.end(), op, ": dim ", w, " appears twice in ",
-               shape_str(dims));
-    out.push_back(w);
-  }
-  if (a.dim() == 0) out.clear();
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
-/// Result shape of reducing `dims` (keepdim keeps them as 1).
-Shape reduced_shape(const Shape &sizes, const Shape &dims, bool keepdim) {
-  Shape out;
-  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
-    bool reduced = std::find(dims.begin(), dims.end(), i) != dims.end();
-    if (!reduced) out.push_back(sizes[i]);
-    else if (keepdim) out.push_back(1);
-  }
-  return out;
-}
 
 /// Moves reduced dims last and makes the tensor contiguous, so each output
 /// element reduces one contiguous block of `inner` elements.

@@ -11,10 +11,15 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kernels.h"
+#include "shape_utils.h"
 #include "../trace.h"
 
 namespace kiln {
 namespace {
+
+using shape_utils::reduced_shape;
+using shape_utils::wrap_dim;
+using shape_utils::wrap_dims;
 
 using autograd::TensorList;
 
@@ -26,40 +31,8 @@ void check_input(const Tensor &a, const char *op) {
              "; only cpu tensors are supported in this build");
 }
 
-/// Wraps `d` into [0, dim) (a 0-d tensor accepts 0 and -1 and gets 0).
-int64_t wrap_dim(const Tensor &a, int64_t d, const char *op) {
-  const int64_t n = std::max<int64_t>(a.dim(), 1);
-  KILN_CHECK(d >= -n && d < n, op, ": dimension ", d, " out of range for a tensor of shape ", shape_str(a.sizes()),
-             " (expected ", -n, "..", n - 1, ")");
-  return d < 0 ? d + n : d;
-}
 
-/// Sorted, wrapped, unique dims; empty means all. A 0-d tensor gives {}.
-Shape wrap_dims(const Tensor &a, const Shape &dims, const char *op) {
-  Shape out;
-  if (dims.empty())
-    for (int64_t i = 0; i < a.dim(); ++i) out.push_back(i);
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(a, d, op);
-    KILN_CHECK(std::find(out.begin(), out.end(), w) == out.end(), op, ": dim ", w, " appears twice in ",
-               shape_str(dims));
-    out.push_back(w);
-  }
-  if (a.dim() == 0) out.clear();
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
-/// Shape after reducing `dims` (kept as size 1 with keepdim).
-Shape reduced_shape(const Shape &sizes, const Shape &dims, bool keepdim) {
-  Shape out;
-  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
-    const bool reduced = std::find(dims.begin(), dims.end(), i) != dims.end();
-    if (!reduced) out.push_back(sizes[i]);
-    else if (keepdim) out.push_back(1);
-  }
-  return out;
-}
 
 /// Number of elements reduced over `dims`.
 int64_t reduced_count(const Tensor &a, const Shape &dims) {

@@ -7,10 +7,13 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kernels.h"
+#include "shape_utils.h"
 #include "../trace.h"
 
 namespace kiln {
 namespace {
+
+constexpr auto make_view = shape_utils::strided_view;
 
 int64_t wrap(int64_t d, int64_t ndim, const char *op) {
   int64_t n = std::max<int64_t>(ndim, 1);
@@ -19,16 +22,6 @@ int64_t wrap(int64_t d, int64_t ndim, const char *op) {
   return d < 0 ? d + n : d;
 }
 
-Tensor make_view(const Tensor &base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.impl()->storage;
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  impl->device = base.device();
-  return Tensor(std::move(impl));
-}
 
 /// Resolves one -1 in `shape` so the element count matches `numel`.
 Shape infer_size(const Shape &shape, int64_t numel, const char *op, const Shape &from) {
