@@ -10,6 +10,7 @@
 
 #include "kiln/codegen/Compiler.h"
 #include "kiln/runtime/LaunchExecutable.h"
+#include "GraphTestUtils.h"
 
 using namespace kiln;
 using kiln::ir::ElementType;
@@ -18,113 +19,7 @@ using runtime::TensorView;
 
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-/// Builds an ir::Graph node by node.
-struct GraphMaker {
-  ir::Graph g;
-
-  int input(Shape shape, ElementType type = ElementType::F32, ir::InputRole role = ir::InputRole::Primal) {
-    int v = g.addValue(std::move(shape), type);
-    g.inputs.push_back(v);
-    g.input_roles.push_back(role);
-    return v;
-  }
-  int node(OpKind kind, std::vector<int> operands, Shape shape, ElementType type,
-           std::function<void(ir::Node &)> setup = nullptr) {
-    ir::Node n;
-    n.kind = kind;
-    n.operands = std::move(operands);
-    n.result = g.addValue(std::move(shape), type);
-    if (setup)
-      setup(n);
-    g.nodes.push_back(n);
-    return n.result;
-  }
-  /// Same shape and type as operand 0.
-  int same(OpKind kind, std::vector<int> operands) {
-    const ir::Value &v = g.values[operands[0]];
-    return node(kind, std::move(operands), v.shape, v.type);
-  }
-  ir::Graph done(std::vector<int> outputs, int num_forward_outputs = -1) {
-    g.outputs = outputs;
-    g.num_forward_outputs = num_forward_outputs < 0 ? static_cast<int>(outputs.size()) : num_forward_outputs;
-    return g;
-  }
-};
-
-int64_t numel(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-template <class T> TensorView tensor(Shape shape, const std::vector<T> &values, DType dtype) {
-  TensorView v;
-  v.buffer = runtime::Buffer::make(std::max<size_t>(values.size() * sizeof(T), 1));
-  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(T));
-  v.sizes = std::move(shape);
-  v.strides = runtime::contiguous_strides(v.sizes);
-  v.dtype = dtype;
-  return v;
-}
-TensorView f32(Shape shape, const std::vector<float> &values) { return tensor(std::move(shape), values, kFloat32); }
-
-/// Deterministic test values in [-2, 2), none exactly zero.
-std::vector<float> values(int64_t n, int seed) {
-  std::vector<float> v(n);
-  uint32_t s = 12345u + 977u * static_cast<uint32_t>(seed);
-  for (auto &x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>((s >> 8) % 4000) / 1000.0f - 2.0f + 0.0005f;
-  }
-  return v;
-}
-
-/// Elements of a view in row-major order (any strides), as T.
-template <class T> std::vector<T> read(const TensorView &v) {
-  std::vector<T> out;
-  const int64_t n = v.numel();
-  const size_t rank = v.sizes.size();
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t off = v.offset;
-    for (size_t d = 0; d < rank; ++d)
-      off += index[d] * v.strides[d];
-    out.push_back(static_cast<const T *>(v.buffer->data())[off]);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < v.sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
-  return out;
-}
-
-codegen::CompiledGraph compileOk(const ir::Graph &graph) {
-  codegen::CompiledGraph compiled;
-  std::string error;
-  codegen::CompileOptions options;
-  if (const char *dir = std::getenv("KILN_DUMP_IR"))
-    options.dump_ir_dir = dir; // for debugging
-  bool ok = codegen::compileGraph(graph, options, &compiled, &error);
-  EXPECT_TRUE(ok) << error;
-  return compiled;
-}
-
-std::vector<TensorView> runOk(const runtime::Executable &exe, const std::vector<TensorView> &in) {
-  std::string error;
-  auto out = exe.run(in, &error);
-  EXPECT_TRUE(error.empty()) << error;
-  return out;
-}
-
-void expectNear(const std::vector<float> &got, const std::vector<float> &want, float tol = 1e-5f) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "element " << i;
-}
+using namespace kiln::codegen_test;
 
 /// Compiles `out = kind(x, y)` (or kind(x) if unary) on [3, 5] and checks it.
 void checkElementwise(OpKind kind, std::function<float(float, float)> ref, bool unary, bool positive = false) {

@@ -11,120 +11,14 @@
 
 #include "kiln/codegen/Compiler.h"
 #include "kiln/runtime/LaunchExecutable.h"
+#include "GraphTestUtils.h"
 
 using namespace kiln;
 using kiln::ir::ElementType;
 using kiln::ir::OpKind;
 using runtime::TensorView;
 
-namespace {
-
-using Shape = std::vector<int64_t>;
-
-struct GraphMaker {
-  ir::Graph g;
-
-  int input(Shape shape, ir::InputRole role = ir::InputRole::Primal) {
-    int v = g.addValue(std::move(shape), ElementType::F32);
-    g.inputs.push_back(v);
-    g.input_roles.push_back(role);
-    return v;
-  }
-  int node(OpKind kind, std::vector<int> operands, Shape shape, ElementType type = ElementType::F32,
-           std::function<void(ir::Node &)> setup = nullptr) {
-    ir::Node n;
-    n.kind = kind;
-    n.operands = std::move(operands);
-    n.result = g.addValue(std::move(shape), type);
-    if (setup)
-      setup(n);
-    g.nodes.push_back(n);
-    return n.result;
-  }
-  int same(OpKind kind, std::vector<int> operands) {
-    Shape shape = g.values[operands[0]].shape;
-    return node(kind, std::move(operands), shape);
-  }
-  int reduce(OpKind kind, int v, std::vector<int64_t> dims, Shape shape, bool keepdim = false) {
-    return node(kind, {v}, std::move(shape), ElementType::F32, [&](ir::Node &n) {
-      n.ints = dims;
-      n.keepdim = keepdim;
-    });
-  }
-  int constant(Shape shape, double value) {
-    return node(OpKind::Constant, {}, std::move(shape), ElementType::F32, [&](ir::Node &n) { n.scalar = value; });
-  }
-  ir::Graph done(std::vector<int> outputs, int num_forward_outputs = -1) {
-    g.outputs = outputs;
-    g.num_forward_outputs = num_forward_outputs < 0 ? static_cast<int>(outputs.size()) : num_forward_outputs;
-    return g;
-  }
-};
-
-TensorView f32(Shape shape, const std::vector<float> &values) {
-  TensorView v;
-  v.buffer = runtime::Buffer::make(std::max<size_t>(values.size() * sizeof(float), 1));
-  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(float));
-  v.sizes = std::move(shape);
-  v.strides = runtime::contiguous_strides(v.sizes);
-  v.dtype = kFloat32;
-  return v;
-}
-
-/// Deterministic values in [-2, 2), none exactly zero.
-std::vector<float> values(int64_t n, int seed) {
-  std::vector<float> v(n);
-  uint32_t s = 4242u + 131u * static_cast<uint32_t>(seed);
-  for (auto &x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>((s >> 8) % 4000) / 1000.0f - 2.0f + 0.0005f;
-  }
-  return v;
-}
-
-std::vector<float> read(const TensorView &v) {
-  std::vector<float> out;
-  const int64_t n = v.numel();
-  const size_t rank = v.sizes.size();
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t off = v.offset;
-    for (size_t d = 0; d < rank; ++d)
-      off += index[d] * v.strides[d];
-    out.push_back(static_cast<const float *>(v.buffer->data())[off]);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < v.sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
-  return out;
-}
-
-codegen::CompiledGraph compileOk(const ir::Graph &graph) {
-  codegen::CompiledGraph compiled;
-  std::string error;
-  codegen::CompileOptions options;
-  if (const char *dir = std::getenv("KILN_DUMP_IR"))
-    options.dump_ir_dir = dir;
-  EXPECT_TRUE(codegen::compileGraph(graph, options, &compiled, &error)) << error;
-  return compiled;
-}
-
-std::vector<TensorView> runOk(const runtime::Executable &exe, const std::vector<TensorView> &in) {
-  std::string error;
-  auto out = exe.run(in, &error);
-  EXPECT_TRUE(error.empty()) << error;
-  return out;
-}
-
-void expectNear(const std::vector<float> &got, const std::vector<float> &want, float tol = 1e-5f) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "element " << i;
-}
-
-} // namespace
+using namespace kiln::codegen_test;
 
 TEST(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
   // e = exp(x) is returned and feeds n = neg(e) * x: one kernel, two results.
@@ -143,8 +37,8 @@ TEST(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
     we[i] = std::exp(xs[i]);
     wn[i] = -we[i] * xs[i];
   }
-  expectNear(read(res[0]), we);
-  expectNear(read(res[1]), wn);
+  expectNear(read<float>(res[0]), we);
+  expectNear(read<float>(res[1]), wn);
 }
 
 TEST(codegen_FusionRules, ReluBackwardFeedsMatmulAndBiasGrad) {
@@ -173,8 +67,8 @@ TEST(codegen_FusionRules, ReluBackwardFeedsMatmulAndBiasGrad) {
       for (int i = 0; i < I; ++i)
         wgx[n * I + i] += g * ws[o * I + i];
     }
-  expectNear(read(res[0]), wgx, 1e-4f);
-  expectNear(read(res[1]), wgb, 1e-4f);
+  expectNear(read<float>(res[0]), wgx, 1e-4f);
+  expectNear(read<float>(res[1]), wgb, 1e-4f);
 }
 
 TEST(codegen_FusionRules, SiblingsShareAnInput) {
@@ -200,10 +94,10 @@ TEST(codegen_FusionRules, SiblingsShareAnInput) {
       ws[i] += v;
       wm[i] = std::max(wm[i], v);
     }
-  expectNear(read(res[0]), we);
-  expectNear(read(res[1]), wr);
-  expectNear(read(res[2]), ws);
-  expectNear(read(res[3]), wm);
+  expectNear(read<float>(res[0]), we);
+  expectNear(read<float>(res[1]), wr);
+  expectNear(read<float>(res[2]), ws);
+  expectNear(read<float>(res[3]), wm);
 }
 
 TEST(codegen_FusionRules, ReductionEpilogue) {
@@ -225,8 +119,8 @@ TEST(codegen_FusionRules, ReductionEpilogue) {
       ws[i] += std::exp(xs[i * 7 + j]);
     wy[i] = std::log(ws[i]) * 0.25f;
   }
-  expectNear(read(res[0]), wy);
-  expectNear(read(res[1]), ws);
+  expectNear(read<float>(res[0]), wy);
+  expectNear(read<float>(res[1]), ws);
 }
 
 TEST(codegen_FusionRules, StableLogSumExpAndMeanOverRows) {
@@ -253,7 +147,7 @@ TEST(codegen_FusionRules, StableLogSumExpAndMeanOverRows) {
       sum += std::exp(xs[i * 9 + j] - top);
     want[i] = std::log(sum) + top;
   }
-  expectNear(read(res[0]), want);
+  expectNear(read<float>(res[0]), want);
 }
 
 TEST(codegen_FusionRules, SoftmaxIsThreeKernels) {
@@ -280,7 +174,7 @@ TEST(codegen_FusionRules, SoftmaxIsThreeKernels) {
     for (int j = 0; j < 8; ++j)
       want[i * 8 + j] = std::exp(xs[i * 8 + j] - top) / sum;
   }
-  expectNear(read(res[0]), want);
+  expectNear(read<float>(res[0]), want);
 }
 
 TEST(codegen_FusionRules, CycleThroughMatmulKeepsTwoKernels) {
@@ -305,7 +199,7 @@ TEST(codegen_FusionRules, CycleThroughMatmulKeepsTwoKernels) {
         acc += std::exp(xs[i * 4 + k]) * ws[k * 4 + j];
       want[i * 4 + j] = xs[i * 4 + j] - acc + std::exp(xs[i * 4 + j]);
     }
-  expectNear(read(res[0]), want, 1e-4f);
+  expectNear(read<float>(res[0]), want, 1e-4f);
 }
 
 TEST(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
@@ -351,7 +245,7 @@ TEST(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
       for (int i = 0; i < I; ++i)
         wgx[n * I + i] += g * ws[i * O + o];
     }
-  expectNear(read(fwd[0]), wy, 1e-4f);
-  expectNear(read(grads[0]), wgx, 1e-4f);
-  expectNear(read(grads[1]), wgb, 1e-4f);
+  expectNear(read<float>(fwd[0]), wy, 1e-4f);
+  expectNear(read<float>(grads[0]), wgx, 1e-4f);
+  expectNear(read<float>(grads[1]), wgb, 1e-4f);
 }
