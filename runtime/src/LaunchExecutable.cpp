@@ -1,5 +1,6 @@
 // LaunchExecutable: launches over slots, the memory plan, and run().
 #include "kiln/runtime/LaunchExecutable.h"
+#include "kiln/runtime/Profiler.h"
 
 #include <algorithm>
 #include <cstring>
@@ -656,8 +657,11 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
   std::vector<void *> pointers;
   std::vector<int64_t> scalars;
   std::vector<void *> args;
+  Profiler &profiler = Profiler::instance();
+  const bool profiling = profiler.enabled();
   for (const auto &lp : launches_) {
     const Launch &l = *lp;
+    const double start_us = profiling ? profiler.now_us() : 0.0;
     switch (l.kind) {
     case LaunchKind::Kernel: {
       for (int r : l.results)
@@ -762,6 +766,9 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
       break;
     }
     }
+    if (profiling && (l.kind == LaunchKind::Kernel || l.kind == LaunchKind::Gemm || l.kind == LaunchKind::Copy))
+      profiler.record(l.kind == LaunchKind::Kernel ? l.name : kind_name(l.kind), "kernel", start_us,
+                      profiler.now_us() - start_us);
   }
 
   std::vector<TensorView> results;

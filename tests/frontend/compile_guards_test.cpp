@@ -1,10 +1,13 @@
 // kiln::compile guards, recompiles, the cache limit, and capture of random
 // (dropout) and embedding ops, each checked against eager execution.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "kiln/runtime/Profiler.h"
 
 namespace kiln {
 namespace {
@@ -131,6 +134,30 @@ TEST(CompileExplain, ReportsFusionsMemoryPlanAndGuards) {
   EXPECT_NE(report.find("input[4, 8]:float32"), std::string::npos) << report;
   EXPECT_NE(report.find("random inputs (dropout masks): 1"), std::string::npos) << report;
   EXPECT_EQ(compiled->describe(ones({5, 8})), "");  // nothing compiled for that shape yet
+}
+
+TEST(CompileProfiler, WritesChromeTraceWithKernelsAndSteps) {
+  auto &profiler = runtime::Profiler::instance();
+  profiler.start();
+  auto compiled = compile(std::make_shared<DropoutNet>(0.0));
+  Tensor y = compiled->forward(ones({3, 8}));
+  y.sum().backward();
+  const std::string path = ::testing::TempDir() + "/kiln_trace.json";
+  std::string error;
+  ASSERT_TRUE(profiler.stop_and_write(path, &error)) << error;
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string trace = text.str();
+  EXPECT_EQ(trace.rfind("{\"displayTimeUnit\"", 0), 0u) << trace.substr(0, 80);
+  EXPECT_NE(trace.find("\"name\":\"forward CompiledDropoutNet\",\"cat\":\"step\",\"ph\":\"X\""), std::string::npos);
+  EXPECT_NE(trace.find("\"name\":\"backward CompiledDropoutNet\""), std::string::npos);
+  EXPECT_NE(trace.find("\"name\":\"fusion_"), std::string::npos);
+  EXPECT_NE(trace.find("\"name\":\"gemm\""), std::string::npos);
+  for (const auto &e : profiler.events()) EXPECT_GE(e.duration_us, 0.0) << e.name;
+  const size_t n = profiler.events().size();
+  compiled->forward(ones({3, 8}));  // stopped: nothing more is recorded
+  EXPECT_EQ(profiler.events().size(), n);
 }
 
 }  // namespace

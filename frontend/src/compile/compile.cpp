@@ -10,6 +10,7 @@
 #include "kiln/compile.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "kiln/runtime/Profiler.h"
 #include "compile/tracer.h"
 
 namespace kiln {
@@ -85,6 +86,7 @@ struct GuardKey {
 struct CompiledBackward : autograd::Node {
   std::shared_ptr<CompiledModule::Artifact> artifact;
   std::vector<runtime::TensorView> primals, saved;
+  std::string module_name;  ///< for profiler events
   std::vector<Shape> output_shapes;
   std::vector<DType> output_types;
 
@@ -98,7 +100,10 @@ struct CompiledBackward : autograd::Node {
       args.push_back(to_view(g.to(output_types[i])));
     }
     std::string error;
+    runtime::Profiler &profiler = runtime::Profiler::instance();
+    const double start_us = profiler.now_us();
     auto grads = artifact->graph.backward->run(args, &error);
+    profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);
     KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
     TensorList out;
     for (auto &v : grads) out.push_back(from_view(v));
@@ -240,7 +245,10 @@ Tensor CompiledModule::forward(const Tensor &input) {
   for (const Tensor &t : artifact->captured) primals.push_back(to_view(t));
   for (const auto &draw : artifact->random_draws) primals.push_back(to_view(draw()));
   std::string error;
+  runtime::Profiler &profiler = runtime::Profiler::instance();
+  const double start_us = profiler.now_us();
   auto results = artifact->graph.forward->run(primals, &error);
+  profiler.record("forward " + name(), "step", start_us, profiler.now_us() - start_us);
   KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);
   const int nfo = artifact->graph.num_forward_outputs;
   Tensor output = from_view(results[0]);
@@ -248,6 +256,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
   if (artifact->graph.backward && !artifact->grad_inputs.empty()) {
     auto node = std::make_shared<CompiledBackward>();
     node->artifact = artifact;
+    node->module_name = name();
     node->primals = primals;
     node->saved.assign(results.begin() + nfo, results.end());
     node->output_shapes = {output.sizes()};
