@@ -1,4 +1,5 @@
-// Modules, optimizers (closed-form steps) and the digits data.
+// Modules and optimizers (closed-form steps). The digits data and loader
+// tests live in data_test.cpp.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -90,43 +91,6 @@ TEST(Optim, ClipGradNormReturnsTotalNorm) {
   EXPECT_NEAR(n, std::sqrt(34.0), 1e-6);
   double after = std::sqrt(std::pow(v(a.grad())[0], 2) * 2 + std::pow(v(b.grad())[0], 2));
   EXPECT_NEAR(after, 1.0, 1e-5);
-}
-
-std::string digits_path() { return std::string(KILN_SOURCE_DIR) + "/data/digits.csv.gz"; }
-
-TEST(Data, DigitsLoadWithExpectedShapeAndRange) {
-  auto ds = data::load_digits(digits_path());
-  EXPECT_EQ(ds.features.sizes(), (Shape{1797, 64}));
-  EXPECT_EQ(ds.labels.sizes(), (Shape{1797}));
-  EXPECT_EQ(ds.features.amax().item(), 1.0);
-  EXPECT_EQ(ds.labels.to(kFloat32).amax().item(), 9.0);
-  // First row of the UCI file: label 0.
-  EXPECT_EQ(ds.labels.to_vector<int64_t>()[0], 0);
-}
-
-TEST(Data, SplitIsReproducibleFromSeed) {
-  auto ds = data::load_digits(digits_path());
-  auto [train1, test1] = data::train_test_split(ds, 360, 42);
-  auto [train2, test2] = data::train_test_split(ds, 360, 42);
-  auto [train3, test3] = data::train_test_split(ds, 360, 43);
-  EXPECT_EQ(train1.size(), 1437);
-  EXPECT_EQ(test1.size(), 360);
-  EXPECT_EQ(v(test1.labels), v(test2.labels));
-  EXPECT_NE(v(test1.features), v(test3.features));
-}
-
-TEST(Data, DataLoaderCoversEveryRowOncePerEpoch) {
-  data::TensorDataset ds{arange(10).to(kFloat32).unsqueeze(1), arange(10)};
-  data::DataLoader loader(ds, 4, /*shuffle=*/true, /*seed=*/1);
-  EXPECT_EQ(loader.num_batches(), 3);
-  auto epoch1 = loader.epoch();
-  std::vector<int64_t> seen;
-  for (auto &[x, y] : epoch1)
-    for (int64_t l : y.to_vector<int64_t>()) seen.push_back(l);
-  std::sort(seen.begin(), seen.end());
-  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
-  auto epoch2 = loader.epoch();
-  EXPECT_NE(v(epoch1[0].second), v(epoch2[0].second));  // reshuffled
 }
 
 }  // namespace
