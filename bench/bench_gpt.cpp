@@ -16,11 +16,11 @@
 // compiled benchmark is skipped with the compiler's message.
 #include <cmath>
 #include <cstdlib>
-#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
 #include "kiln/kiln.h"
+#include "peer_main.h"
 
 #ifdef KILN_HAVE_LIBTORCH
 #include <torch/torch.h>
@@ -28,7 +28,6 @@
 
 namespace {
 
-constexpr int kThreads = 2;
 constexpr int64_t kBatch = 16, kContext = 64, kDModel = 128, kHeads = 4, kLayers = 2;
 constexpr double kLr = 1e-3;
 
@@ -157,18 +156,6 @@ BENCHMARK(BM_TorchGptStepEager)->Unit(benchmark::kMillisecond);
 #endif
 
 int main(int argc, char **argv) {
-#ifdef KILN_HAVE_LIBTORCH
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: continue without it
-  }
-  torch::set_num_threads(kThreads);
-#endif
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("threads", std::to_string(kThreads));
-  benchmark::AddCustomContext("model", "2 GPT blocks, d_model 128, 4 heads, B16 T64, dropout 0, AdamW");
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return kiln::bench::run_peer_benchmarks(
+      argc, argv, {{"model", "2 GPT blocks, d_model 128, 4 heads, B16 T64, dropout 0, AdamW"}});
 }

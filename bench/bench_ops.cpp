@@ -9,11 +9,11 @@
 // is set before the process starts, so main() re-executes itself with
 // OPENBLAS_CORETYPE=SkylakeX when it is missing.
 #include <cstdlib>
-#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
 #include "kiln/kiln.h"
+#include "peer_main.h"
 
 #ifdef KILN_HAVE_LIBTORCH
 #include <torch/torch.h>
@@ -21,7 +21,6 @@
 
 namespace {
 
-constexpr int kThreads = 2;
 
 // ---- Kiln ----------------------------------------------------------------------
 
@@ -138,18 +137,4 @@ KILN_PAIR(AddBackward, Arg(8))
 KILN_PAIR(Matmul, Arg(8)->Arg(512))
 KILN_PAIR(Softmax, Arg(4096))
 
-int main(int argc, char **argv) {
-#ifdef KILN_HAVE_LIBTORCH
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: continue without it
-  }
-  torch::set_num_threads(kThreads);
-#endif
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("threads", std::to_string(kThreads));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char **argv) { return kiln::bench::run_peer_benchmarks(argc, argv); }

@@ -10,15 +10,11 @@ time, change. Exits 1 if any benchmark is slower by more than the threshold
 when the runs have repetitions. Numbers from different machines or loads are
 not comparable: rerun the baseline on the same machine first.
 """
-import json
+import os
 import sys
 
-
-def load(path):
-    with open(path) as f:
-        runs = json.load(f)["benchmarks"]
-    medians = {r["run_name"]: r["real_time"] for r in runs if r.get("aggregate_name") == "median"}
-    return medians or {r["name"]: r["real_time"] for r in runs if r.get("run_type", "iteration") == "iteration"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ratios import load_times as load  # noqa: E402  (medians or single runs, one parser)
 
 
 def main(argv):
