@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <vector>
 
 #include "mlir/IR/Diagnostics.h"
@@ -221,7 +222,204 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   return true;
 }
 
+/// Everything compileDynamic needs from one graph: its module after the
+/// pipeline, and its kernels in order (forward, then backward).
+struct Lowered {
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp forward, backward;
+  std::vector<ir::FusionOp> fusions;
+};
+
+bool lowerGraph(MLIRContext &context, const ir::Graph &graph, const std::string &dump_dir, Lowered *out,
+                std::string *message) {
+  out->module = ir::buildModule(context, graph, message);
+  if (!out->module)
+    return false;
+  passes::PipelineOptions pipeline;
+  pipeline.dump_ir_dir = dump_dir;
+  if (failed(passes::runPipeline(*out->module, pipeline, message)))
+    return false;
+  out->forward = out->module->lookupSymbol<func::FuncOp>("forward");
+  out->backward = out->module->lookupSymbol<func::FuncOp>("backward");
+  if (!out->forward) {
+    *message = "no func @forward after the pipeline";
+    return false;
+  }
+  for (func::FuncOp func : {out->forward, out->backward})
+    if (func)
+      func.walk([&](ir::FusionOp fusion) { out->fusions.push_back(fusion); });
+  return true;
+}
+
 } // namespace
+
+/// The shape-generic kernels of a dynamic graph and how to find them.
+struct DynamicKernels {
+  ir::Graph reference;                         ///< the graph at the reference size
+  std::shared_ptr<cpu::KernelLibrary> library; ///< owns the JIT code
+  std::map<std::string, std::string> symbolOf; ///< generic kernel IR -> symbol in `library`
+  CompileOptions options;
+};
+
+namespace {
+
+/// compileGraphDynamic (existing == null: emit and JIT the generic kernels)
+/// and instantiateGraphDynamic (existing: only look them up).
+bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const CompileOptions &options,
+                    std::shared_ptr<const DynamicKernels> existing, CompiledGraph *out,
+                    std::shared_ptr<const DynamicKernels> *created, std::string *error) {
+  const auto start = Clock::now();
+  DialectRegistry registry;
+  ir::registerKilnDialect(registry);
+  cpu::registerCpuBackend(registry);
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  ir::loadKilnDialects(context);
+  context.loadAllAvailableDialects();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return success();
+    llvm::raw_string_ostream os(diagnostics);
+    os << "\n  " << diag.getLocation() << ": " << diag.str();
+    return success();
+  });
+  auto fail = [&](const std::string &stage, const std::string &message) {
+    *error = "compile (dynamic shapes): " + stage + ": " + message + diagnostics;
+    return false;
+  };
+
+  std::string message;
+  Lowered self, ref;
+  if (!lowerGraph(context, graph, existing ? std::string() : options.dump_ir_dir, &self, &message))
+    return fail("pipeline", message);
+  if (!lowerGraph(context, reference, "", &ref, &message))
+    return fail("pipeline (reference size)", message);
+  if (self.fusions.size() != ref.fusions.size() || !self.backward != !ref.backward)
+    return fail("generalizing kernels", "the two sizes give different kernels (" +
+                                            std::to_string(self.fusions.size()) + " vs " +
+                                            std::to_string(ref.fusions.size()) + ")");
+
+  auto dynamic = std::make_shared<DynamicKernels>();
+  if (existing)
+    *dynamic = *existing;
+  else {
+    dynamic->reference = reference;
+    dynamic->options = options;
+  }
+  OwningOpRef<ModuleOp> kernels = ModuleOp::create(UnknownLoc::get(&context));
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(UnknownLoc::get(&context));
+  std::map<std::string, std::pair<std::string, std::vector<std::pair<DType, double>>>> bindings; // kernel -> symbol
+  CompiledGraph result;
+  for (auto [fusion, reffusion] : llvm::zip(self.fusions, ref.fusions)) {
+    FailureOr<cpu::KernelGeneralization> generic = cpu::generalizeKernel(fusion, reffusion, &message);
+    if (failed(generic))
+      return fail("generalizing kernels", message);
+    if (failed(cpu::emitGenericKernel(fusion, *generic, "kernel", *scratch)))
+      return fail("emitting kernels", "a kiln.fusion cannot be lowered");
+    std::string key;
+    {
+      llvm::raw_string_ostream os(key);
+      for (Operation &op : scratch->getBody()->getOperations())
+        op.print(os);
+    }
+    scratch->getBody()->clear();
+    auto found = dynamic->symbolOf.find(key);
+    if (found == dynamic->symbolOf.end()) {
+      if (existing)
+        return fail("generalizing kernels", "kernel " + fusion.getKernel().str() +
+                                                " has no shape-generic version for this size");
+      std::string symbol = "dyn_" + std::to_string(dynamic->symbolOf.size());
+      if (failed(cpu::emitGenericKernel(fusion, *generic, symbol, *kernels)))
+        return fail("emitting kernels", "a kiln.fusion cannot be lowered");
+      found = dynamic->symbolOf.emplace(key, symbol).first;
+    }
+    std::vector<std::pair<DType, double>> scalars;
+    std::vector<double> values = cpu::scalarArguments(fusion, *generic);
+    Block &body = fusion.getBodyBlock();
+    std::vector<Operation *> bodyOps;
+    for (Operation &op : body.without_terminator())
+      bodyOps.push_back(&op);
+    for (auto [k, position] : llvm::enumerate(generic->scalarConstants)) {
+      auto element = cast<RankedTensorType>(bodyOps[position]->getResult(0).getType()).getElementType();
+      scalars.emplace_back(element.isF64() ? DType::Float64 : DType::Float32, values[k]);
+    }
+    bindings[fusion.getKernel().str()] = {found->second, std::move(scalars)};
+    result.fusions.push_back(describeFusion(fusion));
+  }
+  result.frontend_seconds = secondsSince(start);
+  if (!existing) {
+    std::string stage;
+    dynamic->library = buildLibrary(*kernels, options, &result, &stage, &message);
+    if (!dynamic->library)
+      return fail(stage, message);
+  }
+  std::shared_ptr<const DynamicKernels> keep = dynamic;
+  cpu::KernelBinder bind = [&](ir::FusionOp fusion, std::string *why) {
+    auto it = bindings.find(fusion.getKernel().str());
+    if (it == bindings.end()) {
+      *why = "no kernel bound to " + fusion.getKernel().str();
+      return cpu::KernelBinding{};
+    }
+    return cpu::KernelBinding{keep->library->lookup(it->second.first, why), it->second.second};
+  };
+  result.forward = cpu::buildExecutable(self.forward, bind, keep, &message);
+  if (!result.forward)
+    return fail("executable", message);
+  if (self.backward) {
+    result.backward = cpu::buildExecutable(self.backward, bind, keep, &message);
+    if (!result.backward)
+      return fail("executable", message);
+  }
+  result.num_forward_outputs =
+      static_cast<int>(intAttr(self.forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
+  result.num_saved = static_cast<int>(intAttr(self.forward, "kiln.num_saved", 0));
+  result.dynamic = true;
+  result.num_generic_kernels = static_cast<int>(dynamic->symbolOf.size());
+  result.compile_seconds = secondsSince(start);
+  if (created)
+    *created = keep;
+  *out = std::move(result);
+  return true;
+}
+
+template <typename F> bool guarded(F &&body, std::string *error) {
+  std::string message;
+  bool ok = false;
+  try {
+    ok = body(&message);
+  } catch (const std::exception &e) {
+    message = std::string("compile: unexpected exception: ") + e.what();
+    ok = false;
+  } catch (...) {
+    message = "compile: unexpected exception";
+    ok = false;
+  }
+  if (!ok && error)
+    *error = message.empty() ? "compile: failed" : message;
+  return ok;
+}
+
+} // namespace
+
+bool compileGraphDynamic(const ir::Graph &graph, const ir::Graph &reference, const CompileOptions &options,
+                         CompiledGraph *out, std::shared_ptr<const DynamicKernels> *kernels, std::string *error) {
+  return guarded([&](std::string *message) { return compileDynamic(graph, reference, options, nullptr, out, kernels, message); },
+                 error);
+}
+
+bool instantiateGraphDynamic(const ir::Graph &graph, const std::shared_ptr<const DynamicKernels> &kernels,
+                             CompiledGraph *out, std::string *error) {
+  if (!kernels) {
+    if (error)
+      *error = "instantiateGraphDynamic: no kernels";
+    return false;
+  }
+  return guarded(
+      [&](std::string *message) {
+        return compileDynamic(graph, kernels->reference, kernels->options, kernels, out, nullptr, message);
+      },
+      error);
+}
 
 bool compileGraph(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out, std::string *error) {
   std::string message;

@@ -1,6 +1,8 @@
 // func @forward / @backward -> runtime::LaunchExecutable.
 #include "CpuBackend.h"
 
+#include <cstring>
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -41,7 +43,7 @@ std::string typeString(Type type) {
 /// Walks one function and records its launches in a Builder.
 class ExecutableBuilder {
 public:
-  ExecutableBuilder(const KernelLibrary &library, std::string *error) : library(library), error(error) {}
+  ExecutableBuilder(const KernelBinder &bind, std::string *error) : bind(bind), error(error) {}
 
   std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
     Block &entry = func.getBody().front();
@@ -147,8 +149,8 @@ private:
 
   LogicalResult addFusion(ir::FusionOp fusion) {
     std::string message;
-    runtime::PackedKernel fn = library.lookup(fusion.getKernel().str(), &message);
-    if (!fn)
+    KernelBinding binding = bind(fusion, &message);
+    if (!binding.fn)
       return fail(fusion, message);
     std::vector<int> operands;
     for (Value v : fusion.getInputs()) {
@@ -157,6 +159,23 @@ private:
         return failure();
       operands.push_back(*s);
     }
+    for (auto [dtype, value] : binding.scalars) {
+      // One element of `dtype` holding `value` (float dtypes only).
+      alignas(8) unsigned char bytes[8] = {};
+      if (dtype == DType::Float64) {
+        std::memcpy(bytes, &value, sizeof(double));
+      } else if (dtype == DType::Float32) {
+        float f = static_cast<float>(value);
+        std::memcpy(bytes, &f, sizeof(float));
+      } else {
+        return fail(fusion, "a runtime scalar argument must be f32 or f64");
+      }
+      int slot = builder.addConstant(runtime::SlotType{{}, dtype}, bytes);
+      if (slot < 0)
+        return fail(fusion, builder.error());
+      operands.push_back(slot);
+    }
+    runtime::PackedKernel fn = binding.fn;
     std::vector<runtime::SlotType> results;
     for (Value r : fusion.getResults()) {
       auto t = slotType(r.getType(), fusion);
@@ -179,7 +198,7 @@ private:
     return success();
   }
 
-  const KernelLibrary &library;
+  const KernelBinder &bind;
   std::string *error;
   runtime::LaunchExecutable::Builder builder;
   llvm::DenseMap<Value, int> slots;
@@ -189,8 +208,17 @@ private:
 
 std::shared_ptr<runtime::LaunchExecutable>
 buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
-  ExecutableBuilder b(*library, error);
-  b.keepAlive(library);
+  KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
+    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}};
+  };
+  return buildExecutable(func, byName, library, error);
+}
+
+std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, const KernelBinder &bind,
+                                                           std::shared_ptr<const void> keepAlive,
+                                                           std::string *error) {
+  ExecutableBuilder b(bind, error);
+  b.keepAlive(std::move(keepAlive));
   return b.build(func);
 }
 

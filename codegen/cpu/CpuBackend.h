@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +59,43 @@ mlir::FailureOr<DType> dtypeOf(mlir::Type elementType);
 /// `bufferization.materialize_in_destination`. Errors are emitted as MLIR
 /// diagnostics on the offending op.
 mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels);
+
+/// How one kernel is made shape-generic (automatic dynamic shapes,
+/// kiln/ir/DynamicShapes.h). Built by comparing a kiln.fusion with the same
+/// fusion of the graph traced at another size: every dim that differs is
+/// dynamic (`?` in the kernel's memref types) and belongs to a *size class*
+/// (the pair of its two sizes: dims of one class are equal at every size);
+/// every float splat constant whose value differs (e.g. a mean's 1/N) is a
+/// runtime scalar argument.
+struct KernelGeneralization {
+  /// Per fusion operand and per result: per dim, -1 (static) or a size class.
+  std::vector<std::vector<int>> inputs, results;
+  /// The same for each body op's result, in body order (yield excluded).
+  std::vector<std::vector<int>> body;
+  /// Per size class: (argument index over operands then results, dim) the
+  /// kernel reads the size from (memref.dim).
+  std::vector<std::pair<int, int>> sources;
+  /// Body positions of the constants passed as scalar arguments, in order;
+  /// each is a rank-0 memref of the constant's element type placed after the
+  /// fusion operands and before the results.
+  std::vector<int> scalarConstants;
+};
+
+/// Compares `fusion` with `reference` (the same kernel of the graph at
+/// another size). Fails with `*why` if they differ in anything but sizes and
+/// float constants, or a dynamic size inside the body is not the size of any
+/// kernel argument.
+mlir::FailureOr<KernelGeneralization> generalizeKernel(kiln::ir::FusionOp fusion, kiln::ir::FusionOp reference,
+                                                       std::string *why);
+
+/// emitKernel for a shape-generic kernel named `name`: the ABI above, with
+/// `?` for the dynamic dims of `generic` and its scalar arguments inserted
+/// after the operands.
+mlir::LogicalResult emitGenericKernel(kiln::ir::FusionOp fusion, const KernelGeneralization &generic,
+                                      llvm::StringRef name, mlir::ModuleOp kernels);
+
+/// The values of `fusion`'s scalar-argument constants (generic.scalarConstants).
+std::vector<double> scalarArguments(kiln::ir::FusionOp fusion, const KernelGeneralization &generic);
 
 /// Lowers a module of kernels from emitKernel to the LLVM dialect:
 /// elementwise fusion, empty-tensor elimination, one-shot bufferize, buffer
@@ -137,5 +175,19 @@ bool storeCachedObject(const KernelLibrary &library, const std::string &path, co
 /// op it cannot run.
 std::shared_ptr<runtime::LaunchExecutable>
 buildExecutable(mlir::func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error);
+
+/// Which compiled function runs a kiln.fusion, and the runtime scalars
+/// appended to its operands (shape-generic kernels); null `fn` with `*error`
+/// set when there is none.
+struct KernelBinding {
+  runtime::PackedKernel fn = nullptr;
+  std::vector<std::pair<DType, double>> scalars;
+};
+using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
+
+/// buildExecutable with kernels chosen by `bind` instead of by name.
+std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp func, const KernelBinder &bind,
+                                                           std::shared_ptr<const void> keepAlive,
+                                                           std::string *error);
 
 } // namespace kiln::codegen::cpu

@@ -8,12 +8,15 @@
 #include "CpuBackend.h"
 
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
@@ -51,14 +54,34 @@ class KernelEmitter {
 public:
   KernelEmitter(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
 
+  /// Shape-generic kernels: the (possibly dynamic) type of a body value, the
+  /// sizes of a constant's dynamic dims, and constants read from scalar
+  /// arguments. Unset for static kernels.
+  std::function<RankedTensorType(Value)> genericType;
+  std::function<SmallVector<Value>(Operation *)> constantSizes;
+  llvm::DenseMap<Operation *, Value> scalarArguments;
+
+  /// The sizes of `like`'s dynamic dims that `type` also has dynamic
+  /// (tensor.dim; `like` has the same shape).
+  SmallVector<Value> dynamicSizesOf(RankedTensorType type, Value like) {
+    SmallVector<Value> sizes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        sizes.push_back(b.create<tensor::DimOp>(loc, like, d));
+    return sizes;
+  }
+
   /// A linalg.generic over `resultType`'s shape, all loops parallel, all
-  /// operands and the result indexed by the identity map.
-  Value elementwise(RankedTensorType resultType, ValueRange inputs, ScalarBody body) {
+  /// operands and the result indexed by the identity map. Dynamic dims take
+  /// their sizes from the first input, or from `sizes` when there is none.
+  Value elementwise(RankedTensorType resultType, ValueRange inputs, ScalarBody body, ValueRange sizes = {}) {
     MLIRContext *ctx = b.getContext();
     AffineMap id = AffineMap::getMultiDimIdentityMap(resultType.getRank(), ctx);
     SmallVector<AffineMap> maps(inputs.size() + 1, id);
     SmallVector<utils::IteratorType> iterators(resultType.getRank(), utils::IteratorType::parallel);
-    Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType());
+    SmallVector<Value> dynamic = inputs.empty() ? SmallVector<Value>(sizes.begin(), sizes.end())
+                                                : dynamicSizesOf(resultType, inputs[0]);
+    Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType(), dynamic);
     auto generic = b.create<linalg::GenericOp>(loc, TypeRange{resultType}, inputs, ValueRange{init}, maps, iterators,
                                                [&](OpBuilder &nb, Location nl, ValueRange args) {
                                                  Value r = body(nb, nl, args.drop_back());
@@ -83,7 +106,11 @@ public:
         kept.push_back(getAffineDimExpr(d, ctx));
     }
     SmallVector<AffineMap> maps = {AffineMap::getMultiDimIdentityMap(rank, ctx), AffineMap::get(rank, 0, kept, ctx)};
-    Value empty = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType());
+    SmallVector<Value> dynamic;
+    for (auto [r, e] : llvm::enumerate(kept))
+      if (resultType.isDynamicDim(r))
+        dynamic.push_back(b.create<tensor::DimOp>(loc, input, cast<AffineDimExpr>(e).getPosition()));
+    Value empty = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType(), dynamic);
     Value start = b.create<arith::ConstantOp>(loc, identity);
     Value init = b.create<linalg::FillOp>(loc, ValueRange{start}, ValueRange{empty}).getResult(0);
     auto generic = b.create<linalg::GenericOp>(
@@ -94,7 +121,7 @@ public:
 
   /// Translates one body op; `operands` are the already-translated tensors.
   FailureOr<Value> emit(Operation *op, ValueRange operands) {
-    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    auto resultType = genericType ? genericType(op->getResult(0)) : cast<RankedTensorType>(op->getResult(0).getType());
     Type element = resultType.getElementType();
     bool isFloat = isa<FloatType>(element);
     auto binary = [&](auto floatOp, auto intOp) -> Value {
@@ -112,10 +139,17 @@ public:
     };
     return TypeSwitch<Operation *, FailureOr<Value>>(op)
         .Case([&](ir::ConstantOp c) -> FailureOr<Value> {
+          SmallVector<Value> sizes;
+          if (constantSizes)
+            sizes = constantSizes(op);
+          if (Value runtime = scalarArguments.lookup(op))
+            return elementwise(
+                resultType, {}, [&](OpBuilder &, Location, ValueRange) -> Value { return runtime; }, sizes);
           TypedAttr value = scalarAttr(element, c.getValue().convertToDouble());
-          return elementwise(resultType, {}, [&](OpBuilder &nb, Location nl, ValueRange) -> Value {
-            return nb.create<arith::ConstantOp>(nl, value);
-          });
+          return elementwise(
+              resultType, {},
+              [&](OpBuilder &nb, Location nl, ValueRange) -> Value { return nb.create<arith::ConstantOp>(nl, value); },
+              sizes);
         })
         .Case([&](ir::AddOp) { return binary(arith::AddFOp(), arith::AddIOp()); })
         .Case([&](ir::SubOp) { return binary(arith::SubFOp(), arith::SubIOp()); })
@@ -397,24 +431,49 @@ static void tagResultInit(Value result, unsigned index) {
     empty->setAttr("kiln.result", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), index));
 }
 
-LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
+/// `type` with the dims whose class is >= 0 made dynamic.
+static RankedTensorType withDynamicDims(RankedTensorType type, ArrayRef<int> classes) {
+  SmallVector<int64_t> shape(type.getShape());
+  for (auto [d, c] : llvm::enumerate(classes))
+    if (c >= 0)
+      shape[d] = ShapedType::kDynamic;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// emitKernel and emitGenericKernel.
+static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralization *generic, StringRef name,
+                                    ModuleOp kernels) {
   MLIRContext *ctx = fusion.getContext();
   Location loc = fusion.getLoc();
   Block &body = fusion.getBodyBlock();
+  auto typeOf = [&](Value v, ArrayRef<int> classes) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return generic ? withDynamicDims(type, classes) : type;
+  };
 
   SmallVector<Type> argTypes;
-  for (Value operand : fusion.getInputs()) {
+  for (auto [i, operand] : llvm::enumerate(fusion.getInputs())) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
     if (!type || !type.hasStaticShape())
       return fusion.emitOpError("operands must be statically shaped tensors");
-    argTypes.push_back(operandMemRefType(type));
+    argTypes.push_back(operandMemRefType(typeOf(operand, generic ? ArrayRef<int>(generic->inputs[i]) : ArrayRef<int>())));
   }
-  for (Value result : fusion.getResults())
-    argTypes.push_back(resultMemRefType(cast<RankedTensorType>(result.getType())));
+  const unsigned numInputs = fusion.getInputs().size();
+  SmallVector<Operation *> bodyOps;
+  for (Operation &op : body.without_terminator())
+    bodyOps.push_back(&op);
+  const unsigned numScalars = generic ? generic->scalarConstants.size() : 0;
+  for (unsigned k = 0; k < numScalars; ++k) {
+    Type element = cast<RankedTensorType>(bodyOps[generic->scalarConstants[k]]->getResult(0).getType()).getElementType();
+    argTypes.push_back(MemRefType::get({}, element));
+  }
+  for (auto [j, result] : llvm::enumerate(fusion.getResults()))
+    argTypes.push_back(
+        resultMemRefType(typeOf(result, generic ? ArrayRef<int>(generic->results[j]) : ArrayRef<int>())));
 
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(kernels.getBody());
-  auto func = b.create<func::FuncOp>(loc, fusion.getKernel(), FunctionType::get(ctx, argTypes, {}));
+  auto func = b.create<func::FuncOp>(loc, name, FunctionType::get(ctx, argTypes, {}));
   // Kernel arguments never overlap a written one (the runtime's memory plan
   // gives each result its own memory), so all pointers are noalias: LLVM can
   // keep accumulators in registers and vectorize without runtime checks.
@@ -423,6 +482,33 @@ LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   KernelEmitter emitter(b, loc);
+
+  // Size classes (read once from the argument that carries each) and body
+  // positions; the emitter's callbacks refer to both.
+  SmallVector<Value> classSizes;
+  llvm::DenseMap<Value, unsigned> position;
+  if (generic) {
+    for (auto [arg, dim] : generic->sources) {
+      unsigned index = arg < static_cast<int>(numInputs) ? arg : arg + numScalars;
+      classSizes.push_back(b.create<memref::DimOp>(loc, entry->getArgument(index), dim));
+    }
+    for (auto [k, op] : llvm::enumerate(bodyOps))
+      position[op->getResult(0)] = k;
+    emitter.genericType = [&, generic](Value v) {
+      auto it = position.find(v);
+      return withDynamicDims(cast<RankedTensorType>(v.getType()), generic->body[it->second]);
+    };
+    emitter.constantSizes = [&, generic](Operation *op) {
+      SmallVector<Value> sizes;
+      for (int c : generic->body[position[op->getResult(0)]])
+        if (c >= 0)
+          sizes.push_back(classSizes[c]);
+      return sizes;
+    };
+    for (unsigned k = 0; k < numScalars; ++k)
+      emitter.scalarArguments[bodyOps[generic->scalarConstants[k]]] =
+          b.create<memref::LoadOp>(loc, entry->getArgument(numInputs + k), ValueRange{});
+  }
 
   // Operands: read-only tensors over the argument memrefs.
   IRMapping values;
@@ -435,22 +521,21 @@ LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
   }
 
   // Body ops, in order.
-  for (Operation &op : body.without_terminator()) {
-    if (op.getNumResults() != 1)
-      return op.emitOpError("expected one result inside a kiln.fusion");
+  for (Operation *op : bodyOps) {
+    if (op->getNumResults() != 1)
+      return op->emitOpError("expected one result inside a kiln.fusion");
     SmallVector<Value> operands;
-    for (Value v : op.getOperands())
+    for (Value v : op->getOperands())
       operands.push_back(values.lookup(v));
-    FailureOr<Value> result = emitter.emit(&op, operands);
+    FailureOr<Value> result = emitter.emit(op, operands);
     if (failed(result))
       return failure();
-    values.map(op.getResult(0), *result);
+    values.map(op->getResult(0), *result);
   }
 
   // Results: each written into its destination argument. A value that is a
   // kernel argument, or already written elsewhere, is copied first.
   llvm::DenseSet<Value> written;
-  const unsigned numInputs = fusion.getInputs().size();
   for (auto [j, yielded] : llvm::enumerate(fusion.getYield()->getOperands())) {
     Value tensor = values.lookup(yielded);
     if (!tensor.getDefiningOp<linalg::GenericOp>() || written.contains(tensor))
@@ -461,11 +546,120 @@ LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
     if (fusion.getNumResults() > 1)
       tagResultInit(tensor, j);
     b.create<bufferization::MaterializeInDestinationOp>(loc, /*result=*/Type(), tensor,
-                                                        entry->getArgument(numInputs + j),
+                                                        entry->getArgument(numInputs + numScalars + j),
                                                         /*restrict=*/true, /*writable=*/true);
   }
   b.create<func::ReturnOp>(loc);
   return success();
+}
+
+LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
+  return emitKernelImpl(fusion, nullptr, fusion.getKernel(), kernels);
+}
+
+LogicalResult emitGenericKernel(ir::FusionOp fusion, const KernelGeneralization &generic, StringRef name,
+                                ModuleOp kernels) {
+  return emitKernelImpl(fusion, &generic, name, kernels);
+}
+
+FailureOr<KernelGeneralization> generalizeKernel(ir::FusionOp fusion, ir::FusionOp reference, std::string *why) {
+  auto fail = [&](const std::string &message) -> FailureOr<KernelGeneralization> {
+    if (why)
+      *why = "kernel " + fusion.getKernel().str() + ": " + message;
+    return failure();
+  };
+  KernelGeneralization g;
+  std::map<std::pair<int64_t, int64_t>, int> classOf;
+  // Per dim: -1 if both sizes agree, else the class of the (size, size) pair.
+  auto classes = [&](Type a, Type r, std::vector<int> *out) {
+    auto ta = dyn_cast<RankedTensorType>(a), tr = dyn_cast<RankedTensorType>(r);
+    if (!ta || !tr || ta.getRank() != tr.getRank() || ta.getElementType() != tr.getElementType())
+      return false;
+    for (int64_t d = 0; d < ta.getRank(); ++d) {
+      if (ta.getDimSize(d) == tr.getDimSize(d)) {
+        out->push_back(-1);
+        continue;
+      }
+      auto key = std::make_pair(ta.getDimSize(d), tr.getDimSize(d));
+      auto it = classOf.try_emplace(key, static_cast<int>(classOf.size())).first;
+      out->push_back(it->second);
+    }
+    return true;
+  };
+  if (fusion.getInputs().size() != reference.getInputs().size() ||
+      fusion.getNumResults() != reference.getNumResults())
+    return fail("a different number of operands or results at the other size");
+  for (auto [a, r] : llvm::zip(fusion.getInputs(), reference.getInputs())) {
+    g.inputs.emplace_back();
+    if (!classes(a.getType(), r.getType(), &g.inputs.back()))
+      return fail("an operand type differs in more than its sizes");
+  }
+  for (auto [a, r] : llvm::zip(fusion.getResults(), reference.getResults())) {
+    g.results.emplace_back();
+    if (!classes(a.getType(), r.getType(), &g.results.back()))
+      return fail("a result type differs in more than its sizes");
+  }
+  // The body: the same ops with the same attributes, except float constants.
+  auto &ops = fusion.getBodyBlock().getOperations(), &refOps = reference.getBodyBlock().getOperations();
+  if (ops.size() != refOps.size())
+    return fail("a different body at the other size");
+  // Operands are compared by position: block argument number or body index.
+  llvm::DenseMap<Value, int> where, refWhere;
+  for (BlockArgument arg : fusion.getBodyBlock().getArguments())
+    where[arg] = -1 - static_cast<int>(arg.getArgNumber());
+  for (BlockArgument arg : reference.getBodyBlock().getArguments())
+    refWhere[arg] = -1 - static_cast<int>(arg.getArgNumber());
+  int position = 0;
+  for (auto [a, r] : llvm::zip(ops, refOps)) {
+    if (a.getName() != r.getName() || a.getNumOperands() != r.getNumOperands() ||
+        a.getNumResults() != r.getNumResults())
+      return fail("a different body at the other size");
+    for (auto [x, y] : llvm::zip(a.getOperands(), r.getOperands()))
+      if (where.lookup(x) != refWhere.lookup(y))
+        return fail("a different body at the other size");
+    if (a.getNumResults() == 1) {
+      where[a.getResult(0)] = position;
+      refWhere[r.getResult(0)] = position;
+    }
+    if (isa<ir::YieldOp>(a))
+      break;
+    g.body.emplace_back();
+    if (!classes(a.getResult(0).getType(), r.getResult(0).getType(), &g.body.back()))
+      return fail("a body value differs in more than its sizes");
+    if (a.getAttrDictionary() != r.getAttrDictionary()) {
+      auto c = dyn_cast<ir::ConstantOp>(a);
+      Type element = c ? cast<RankedTensorType>(c.getType()).getElementType() : Type();
+      if (!c || !(element.isF32() || element.isF64()))
+        return fail("op " + a.getName().getStringRef().str() + " has different attributes at the other size");
+      g.scalarConstants.push_back(position);
+    }
+    ++position;
+  }
+  // Every size class must be readable from an argument.
+  g.sources.assign(classOf.size(), {-1, -1});
+  auto offer = [&](const std::vector<int> &dims, int arg) {
+    for (auto [d, c] : llvm::enumerate(dims))
+      if (c >= 0 && g.sources[c].first < 0)
+        g.sources[c] = {arg, static_cast<int>(d)};
+  };
+  for (auto [i, dims] : llvm::enumerate(g.inputs))
+    offer(dims, static_cast<int>(i));
+  for (auto [j, dims] : llvm::enumerate(g.results))
+    offer(dims, static_cast<int>(g.inputs.size() + j));
+  for (auto [c, source] : llvm::enumerate(g.sources))
+    if (source.first < 0)
+      return fail("a dynamic size inside the body is not the size of any kernel argument");
+  return g;
+}
+
+std::vector<double> scalarArguments(ir::FusionOp fusion, const KernelGeneralization &generic) {
+  SmallVector<Operation *> bodyOps;
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    bodyOps.push_back(&op);
+  std::vector<double> values;
+  for (int k : generic.scalarConstants)
+    values.push_back(cast<ir::ConstantOp>(bodyOps[k]).getValue().convertToDouble());
+  return values;
 }
 
 } // namespace kiln::codegen::cpu

@@ -28,10 +28,15 @@ void alias(const Tensor &src, const Tensor &dst);
 /// Throws kiln::Error when tracing: `op` cannot be captured by kiln::compile.
 void unsupported(const char *op);
 
-/// A tensor drawn from a random source (a dropout mask). While tracing it
-/// becomes a graph input that the compiled function draws afresh with `draw`
-/// on every call, in trace order, so compiled and eager runs consume the
-/// default generator identically and see the same masks. Otherwise: draw().
-Tensor random_input(const std::function<Tensor()> &draw);
+/// Draws a random tensor of the given shape (the shape is an argument so a
+/// shape-generic compiled graph can draw at the size of each call).
+using RandomDraw = std::function<Tensor(const Shape &)>;
+
+/// A tensor of `shape` drawn from a random source (a dropout mask). While
+/// tracing it becomes a graph input that the compiled function draws afresh
+/// with `draw` on every call, in trace order, so compiled and eager runs
+/// consume the default generator identically and see the same masks.
+/// Otherwise: draw(shape).
+Tensor random_input(const Shape &shape, const RandomDraw &draw);
 
 }  // namespace kiln::trace

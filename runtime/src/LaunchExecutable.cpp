@@ -72,6 +72,8 @@ const char *storage_name(SlotStorage s) {
     return "arena";
   case SlotStorage::Owned:
     return "owned";
+  case SlotStorage::Constant:
+    return "constant";
   }
   return "?";
 }
@@ -402,6 +404,28 @@ int LaunchExecutable::Builder::addReshape(int base, std::vector<int64_t> sizes) 
   return slot;
 }
 
+int LaunchExecutable::Builder::addConstant(SlotType type, const void *data) {
+  if (!error_.empty())
+    return -1;
+  if (data == nullptr) {
+    fail("addConstant: null data");
+    return -1;
+  }
+  const int64_t bytes = nbytes_of(type);
+  std::vector<int64_t> strides = contiguous_strides(type.sizes);
+  int slot = addSlot(std::move(type), -1);
+  if (slot < 0)
+    return -1;
+  auto buffer = Buffer::make(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  std::memcpy(buffer->data(), data, static_cast<size_t>(bytes));
+  exe_->plans_[slot].storage = SlotStorage::Constant;
+  exe_->plans_[slot].def = -1;
+  exe_->constants_.emplace_back(slot, std::move(buffer));
+  static_strides_[slot] = std::move(strides);
+  strides_known_[slot] = true;
+  return slot;
+}
+
 int LaunchExecutable::Builder::addCopy(int src) {
   if (!checkSlot(src, "copy"))
     return -1;
@@ -631,6 +655,10 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
   std::vector<TensorView> values(types_.size());
   if (!bindInputs(inputs, values, error))
     return {};
+  for (const auto &[slot, buffer] : constants_) {
+    const SlotType &t = types_[slot];
+    values[slot] = TensorView{buffer, 0, t.sizes, contiguous_strides(t.sizes), t.dtype};
+  }
 
   std::shared_ptr<Buffer> arena;
   if (arena_bytes_ > 0)

@@ -17,8 +17,19 @@
 // mode; the parameters' requires_grad flags. Random ops (dropout) are graph
 // inputs redrawn from the default generator on every call, so compiled and
 // eager runs with the same seed use the same masks.
+// Dynamic shapes (CompileOptions::automatic_dynamic_shapes, on by default):
+// when a call misses only because one input dim changed (e.g. the batch
+// size, both sizes >= 2), the model is traced at the new size and the two
+// traces are fitted to one graph whose sizes and size-derived constants are
+// monomials of a symbol s (kiln/ir/DynamicShapes.h). It is compiled once
+// with shape-generic kernels (`?` dims, runtime scalars such as a mean's
+// 1/N); every later size of that dim instantiates the graph and binds the
+// same kernels, without tracing or LLVM (CompileStats::dynamic_instantiations).
+// If the traces do not fit (different ops, a size like s + 1, a tensor
+// created inside forward with a size-dependent shape), the dim stays static.
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
-// KILN_LOG=recompiles prints which guard changed when a new artifact is compiled.
+// KILN_LOG=recompiles prints which guard changed when a new artifact is
+// compiled, when a dim becomes dynamic and when a size reuses it.
 #pragma once
 
 #include <map>
@@ -36,6 +47,12 @@ struct CompileOptions {
   /// Compiled artifacts kept per module (torch._dynamo's cache_size_limit);
   /// beyond it new guard keys run eagerly, with one warning.
   int cache_size_limit = 8;
+  /// Automatic dynamic shapes (torch._dynamo's automatic_dynamic_shapes):
+  /// when a call misses only because one input dim changed (both sizes >= 2),
+  /// that dim becomes a symbol s: the graph is compiled once with
+  /// shape-generic kernels (`?` dims), and every later size of it reuses them
+  /// (CompileStats::dynamic_instantiations) without tracing or LLVM.
+  bool automatic_dynamic_shapes = true;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).
@@ -46,7 +63,10 @@ struct CompileStats {
   int64_t arena_bytes = 0;   ///< planned intermediate bytes of the last forward+backward
   double last_compile_seconds = 0.0;
   int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
+  int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
 };
+
+struct GuardKey;  // compile.cpp: everything an artifact specializes on
 
 class CompiledModule : public nn::Module {
 public:
@@ -62,8 +82,13 @@ public:
 
   struct Artifact;
   struct Guard;
+  struct DynamicFamily;
 
 private:
+  std::shared_ptr<Artifact> compile_for(const Tensor &input, const GuardKey &guard, bool grad_enabled);
+  bool compile_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why);
+  std::shared_ptr<Artifact> instantiate(const DynamicFamily &family, int64_t s, std::string *why);
+  std::vector<std::shared_ptr<DynamicFamily>> families_;
   std::shared_ptr<Guard> last_guard_;  ///< guards of the previous call (recompile reasons)
   bool warned_cache_limit_ = false;
   std::shared_ptr<nn::Module> module_;

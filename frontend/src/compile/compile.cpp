@@ -7,6 +7,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/codegen/Compiler.h"
+#include "kiln/ir/DynamicShapes.h"
 #include "kiln/compile.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
@@ -18,10 +19,25 @@ namespace kiln {
 /// One compiled graph and how to bind it.
 struct CompiledModule::Artifact {
   codegen::CompiledGraph graph;
+  std::shared_ptr<Guard> guard;     ///< the guards it was compiled for
   std::vector<Tensor> captured;     ///< bound by reference each call (parameters)
-  std::vector<std::function<Tensor()>> random_draws;  ///< redrawn each call (dropout masks)
+  std::vector<trace::RandomDraw> random_draws;  ///< redrawn each call (dropout masks)
+  std::vector<Shape> random_shapes; ///< the shape of each draw
   std::vector<int> grad_inputs;     ///< primal positions that receive gradients
   std::vector<DType> output_types;  ///< forward outputs
+  ir::Graph traced;                 ///< the graph, kept to fit a dynamic dim on a size change
+};
+
+/// Automatic dynamic shapes: one input dim is the symbol s; every size of it
+/// (>= 2) is served by instantiating `symbolic` and binding the shared
+/// shape-generic kernels, without tracing or LLVM.
+struct CompiledModule::DynamicFamily {
+  std::string key;                  ///< GuardKey::str() with the dynamic dim printed as "s"
+  int dim = 0;                      ///< the input dim that is dynamic
+  ir::SymbolicGraph symbolic;
+  std::shared_ptr<const codegen::DynamicKernels> kernels;
+  std::shared_ptr<Artifact> prototype;  ///< captured tensors, draws, grad inputs (graph unused)
+  std::vector<int64_t> sizes;       ///< sizes served so far, in order
 };
 
 namespace {
@@ -48,6 +64,8 @@ bool log_enabled(const char *what) {
   return env && std::string(env).find(what) != std::string::npos;
 }
 
+}  // namespace
+
 /// Everything a compiled artifact specializes on; one field per guard.
 struct GuardKey {
   Shape shape;
@@ -61,11 +79,37 @@ struct GuardKey {
     for (const auto &p : m.parameters()) k.params_requires_grad += p.requires_grad() ? '1' : '0';
     return k;
   }
-  std::string str() const {
+  /// The key as a string; `dynamic_dim` >= 0 prints that dim as "s".
+  std::string str(int dynamic_dim = -1) const {
     std::ostringstream os;
-    os << "input" << shape_str(shape) << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
+    os << "input";
+    if (dynamic_dim < 0) {
+      os << shape_str(shape);
+    } else {
+      os << "[";
+      for (size_t d = 0; d < shape.size(); ++d)
+        os << (d ? ", " : "") << (static_cast<int>(d) == dynamic_dim ? std::string("s") : std::to_string(shape[d]));
+      os << "]";
+    }
+    os << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
        << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad;
     return os.str();
+  }
+  /// The one input dim in which `this` differs from `old` when nothing else
+  /// differs and both sizes are >= 2 (0 and 1 are specialized, as in
+  /// PyTorch); -1 otherwise.
+  int single_changed_dim(const GuardKey &old) const {
+    if (dtype != old.dtype || device != old.device || requires_grad != old.requires_grad ||
+        training != old.training || grad_enabled != old.grad_enabled ||
+        params_requires_grad != old.params_requires_grad || shape.size() != old.shape.size())
+      return -1;
+    int changed = -1;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] != old.shape[d]) {
+        if (changed >= 0 || shape[d] < 2 || old.shape[d] < 2) return -1;
+        changed = static_cast<int>(d);
+      }
+    return changed;
   }
   /// Why `this` misses an artifact compiled for `old`: the guards that differ.
   std::string diff(const GuardKey &old) const {
@@ -81,6 +125,8 @@ struct GuardKey {
     return os.str();
   }
 };
+
+namespace {
 
 /// Runs the compiled backward: (primals..., saved..., tangents...) -> grads.
 struct CompiledBackward : autograd::Node {
@@ -117,10 +163,9 @@ struct CompiledBackward : autograd::Node {
   bool released = false;
 };
 
-/// Traces forward + backward of `module` on `input` and compiles the graph.
-std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, const Tensor &input,
-                                                            bool with_backward, const CompileOptions &options,
-                                                            CompileStats &stats) {
+/// Traces forward + backward of `module` on `input`: the artifact's graph,
+/// captured tensors, random draws and gradient positions (not compiled yet).
+std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward) {
   auto artifact = std::make_shared<CompiledModule::Artifact>();
   // Tracing runs the model once; random draws made while tracing must not
   // shift the generator, so the compiled call that follows sees exactly the
@@ -165,26 +210,46 @@ std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, 
     }
   }
   default_generator() = generator_before;
-  ir::Graph graph = tracer.finish({output}, grads);
+  artifact->traced = tracer.finish({output}, grads);
   artifact->captured = tracer.captured();
   artifact->random_draws = tracer.random_draws();
+  const size_t first_random = 1 + artifact->captured.size();
+  for (size_t i = 0; i < artifact->random_draws.size(); ++i)
+    artifact->random_shapes.push_back(artifact->traced.values[artifact->traced.inputs[first_random + i]].shape);
   artifact->output_types = {output.dtype()};
+  return artifact;
+}
 
+codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
+                                        const CompileStats &stats) {
   codegen::CompileOptions copts;
   // One folder per compiled graph: <dir>/<Module>-<n>/NN-<stage>.mlir.
   if (!options.dump_ir_dir.empty())
     copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
+  return copts;
+}
+
+void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats) {
+  stats.last_compile_seconds = seconds;
+  stats.num_fusions = static_cast<int>(artifact.graph.fusions.size());
+  stats.arena_bytes =
+      artifact.graph.forward->arena_bytes() + (artifact.graph.backward ? artifact.graph.backward->arena_bytes() : 0);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Compiles a traced artifact with static shapes.
+void compile_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
+                    CompileStats &stats) {
   std::string error;
   auto start = std::chrono::steady_clock::now();
-  bool ok = codegen::compileGraph(graph, copts, &artifact->graph, &error);
-  stats.last_compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bool ok = codegen::compileGraph(artifact.traced, codegen_options(module, options, stats), &artifact.graph, &error);
   KILN_CHECK(ok, "kiln::compile: compiling ", module.name(), " failed: ", error,
              "\nRun the model eagerly (without kiln::compile) to work around this, and set KILN_DUMP_IR=<dir> "
              "to see the IR.");
-  stats.num_fusions = static_cast<int>(artifact->graph.fusions.size());
-  stats.arena_bytes = artifact->graph.forward->arena_bytes() +
-                      (artifact->graph.backward ? artifact->graph.backward->arena_bytes() : 0);
-  return artifact;
+  record_compile(artifact, seconds_since(start), stats);
 }
 
 }  // namespace
@@ -204,6 +269,112 @@ CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOption
 
 CompiledModule::~CompiledModule() = default;
 
+std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tensor &input, const GuardKey &guard,
+                                                                      bool grad_enabled) {
+  const bool log = log_enabled("recompiles") || log_enabled("dynamic");
+  const std::string key = guard.str();
+  // 1. A dynamic artifact whose symbol covers this size: no trace, no LLVM.
+  for (const auto &family : families_) {
+    if (guard.str(family->dim) != family->key) continue;
+    const int64_t s = guard.shape[family->dim];
+    if (s < 2) break;
+    std::string why;
+    auto artifact = instantiate(*family, s, &why);
+    if (artifact) {
+      artifact->guard = std::make_shared<Guard>(Guard{guard});
+      family->sizes.push_back(s);
+      ++stats_.dynamic_instantiations;
+      if (log)
+        std::fprintf(stderr, "[kiln] %s: input %s reuses the dynamic artifact (dim %d = s = %lld), no recompile\n",
+                     name().c_str(), shape_str(guard.shape).c_str(), family->dim, static_cast<long long>(s));
+      return artifact;
+    }
+    if (log) std::fprintf(stderr, "[kiln] %s: the dynamic artifact cannot serve s = %lld: %s\n", name().c_str(),
+                          static_cast<long long>(s), why.c_str());
+    break;
+  }
+  // 2. As torch._dynamo's cache_size_limit: stop compiling, run eagerly.
+  if (stats_.compiles >= options_.cache_size_limit) {
+    if (!warned_cache_limit_)
+      std::fprintf(stderr,
+                   "[kiln] warning: %s was recompiled %d times (cache_size_limit); new inputs run eagerly. "
+                   "Last miss: %s. Keep input shapes stable or raise CompileOptions::cache_size_limit\n",
+                   name().c_str(), stats_.compiles, guard.diff(last_guard_->key).c_str());
+    warned_cache_limit_ = true;
+    ++stats_.eager_fallbacks;
+    return nullptr;
+  }
+  // 3. Trace, then compile: shape-generic if one dim changed against an
+  // artifact compiled before (automatic dynamic shapes), else static.
+  std::shared_ptr<Artifact> previous;
+  int dim = -1;
+  if (options_.automatic_dynamic_shapes)
+    for (const auto &[k, a] : cache_)
+      if (a->guard && !a->graph.dynamic && (dim = guard.single_changed_dim(a->guard->key)) >= 0) {
+        previous = a;
+        break;
+      }
+  if (log) {
+    if (cache_.empty())
+      std::fprintf(stderr, "[kiln] compiling %s for %s\n", name().c_str(), key.c_str());
+    else
+      std::fprintf(stderr, "[kiln] recompiling %s (%d compiled): %s\n", name().c_str(), stats_.compiles,
+                   guard.diff(last_guard_->key).c_str());
+  }
+  auto artifact = trace_module(*module_, input, grad_enabled);
+  artifact->guard = std::make_shared<Guard>(Guard{guard});
+  ++stats_.compiles;
+  if (previous) {
+    std::string why;
+    if (compile_dynamic(*artifact, *previous, dim, &why)) {
+      if (log)
+        std::fprintf(stderr, "[kiln] %s: dim %d of the input changed (%lld -> %lld); it is now dynamic (s): %d "
+                     "shape-generic kernels serve every size >= 2\n", name().c_str(), dim,
+                     static_cast<long long>(previous->guard->key.shape[dim]),
+                     static_cast<long long>(guard.shape[dim]), artifact->graph.num_generic_kernels);
+      return artifact;
+    }
+    if (log) std::fprintf(stderr, "[kiln] %s: dim %d stays static: %s\n", name().c_str(), dim, why.c_str());
+  }
+  compile_static(*module_, *artifact, options_, stats_);
+  return artifact;
+}
+
+bool CompiledModule::compile_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why) {
+  const int64_t s = artifact.guard->key.shape[dim], s_old = previous.guard->key.shape[dim];
+  auto family = std::make_shared<DynamicFamily>();
+  if (!ir::fitSymbolicGraph(artifact.traced, s, previous.traced, s_old, &family->symbolic, why)) return false;
+  for (size_t i = 0; i < artifact.captured.size(); ++i)
+    if (family->symbolic.isDynamic(artifact.traced.inputs[1 + i])) {
+      *why = "captured tensor " + std::to_string(i) + " (not a parameter: created inside forward) has a shape that "
+             "depends on the input's dim " + std::to_string(dim);
+      return false;
+    }
+  auto start = std::chrono::steady_clock::now();
+  if (!codegen::compileGraphDynamic(artifact.traced, previous.traced, codegen_options(*module_, options_, stats_),
+                                    &artifact.graph, &family->kernels, why))
+    return false;
+  record_compile(artifact, seconds_since(start), stats_);
+  family->key = artifact.guard->key.str(dim);
+  family->dim = dim;
+  family->prototype = std::make_shared<Artifact>(artifact);
+  family->prototype->graph = codegen::CompiledGraph();
+  family->sizes = {s_old, s};
+  families_.push_back(family);
+  return true;
+}
+
+std::shared_ptr<CompiledModule::Artifact> CompiledModule::instantiate(const DynamicFamily &family, int64_t s,
+                                                                      std::string *why) {
+  auto artifact = std::make_shared<Artifact>(*family.prototype);
+  artifact->traced = ir::instantiate(family.symbolic, s);
+  const size_t first_random = 1 + artifact->captured.size();
+  for (size_t i = 0; i < artifact->random_shapes.size(); ++i)
+    artifact->random_shapes[i] = artifact->traced.values[artifact->traced.inputs[first_random + i]].shape;
+  if (!codegen::instantiateGraphDynamic(artifact->traced, family.kernels, &artifact->graph, why)) return nullptr;
+  return artifact;
+}
+
 Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.defined(), "kiln::compile: ", name(), " called with an undefined input");
   KILN_CHECK(input.device().is_cpu(), "kiln::compile: input is on ", input.device().str(),
@@ -217,33 +388,16 @@ Tensor CompiledModule::forward(const Tensor &input) {
     artifact = it->second;
     ++stats_.cache_hits;
   } else {
-    if (static_cast<int>(cache_.size()) >= options_.cache_size_limit) {
-      // As torch._dynamo's cache_size_limit: stop compiling, run eagerly.
-      if (!warned_cache_limit_)
-        std::fprintf(stderr,
-                     "[kiln] warning: %s was recompiled %d times (cache_size_limit); new inputs run eagerly. "
-                     "Last miss: %s. Keep input shapes stable or raise CompileOptions::cache_size_limit\n",
-                     name().c_str(), static_cast<int>(cache_.size()), guard.diff(last_guard_->key).c_str());
-      warned_cache_limit_ = true;
-      ++stats_.eager_fallbacks;
-      return module_->forward(input);
-    }
-    if (log_enabled("recompiles")) {
-      if (cache_.empty())
-        std::fprintf(stderr, "[kiln] compiling %s for %s\n", name().c_str(), key.c_str());
-      else
-        std::fprintf(stderr, "[kiln] recompiling %s (%d cached): %s\n", name().c_str(),
-                     static_cast<int>(cache_.size()), guard.diff(last_guard_->key).c_str());
-    }
-    artifact = trace_and_compile(*module_, input, grad_enabled, options_, stats_);
+    artifact = compile_for(input, guard, grad_enabled);
+    if (!artifact) return module_->forward(input);  // cache_size_limit reached: eager
     cache_[key] = artifact;
-    ++stats_.compiles;
   }
   last_guard_ = std::make_shared<Guard>(Guard{guard});
 
   std::vector<runtime::TensorView> primals{to_view(input)};
   for (const Tensor &t : artifact->captured) primals.push_back(to_view(t));
-  for (const auto &draw : artifact->random_draws) primals.push_back(to_view(draw()));
+  for (size_t i = 0; i < artifact->random_draws.size(); ++i)
+    primals.push_back(to_view(artifact->random_draws[i](artifact->random_shapes[i])));
   std::string error;
   runtime::Profiler &profiler = runtime::Profiler::instance();
   const double start_us = profiler.now_us();
@@ -279,6 +433,13 @@ std::string CompiledModule::describe(const Tensor &input) const {
   os << "  artifacts: " << stats_.compiles << " compiled, " << stats_.cache_hits << " cached calls, "
      << stats_.eager_fallbacks << " eager fallbacks (cache_size_limit " << options_.cache_size_limit << ")\n";
   os << "  graph breaks: none (an op that cannot be captured raises kiln::Error)\n";
+  if (g.dynamic)
+    for (const auto &family : families_)
+      if (guard.str(family->dim) == family->key) {
+        os << "  dynamic shapes: input dim " << family->dim << " is symbolic s (" << family->key << "); sizes served:";
+        for (int64_t size : family->sizes) os << " " << size;
+        os << "; " << g.num_generic_kernels << " shape-generic kernels\n";
+      }
   os << "  compile: " << g.compile_seconds << " s (frontend " << g.frontend_seconds << ", MLIR lowering "
      << g.mlir_lowering_seconds << ", LLVM " << g.llvm_seconds << ")" << (g.kernel_cache_hit ? ", kernel cache hit" : "")
      << "\n";

@@ -43,7 +43,7 @@ int Tracer::define(const Tensor &t) {
 void Tracer::add_user_input(const Tensor &t) { user_inputs_.push_back(define(t)); }
 void Tracer::add_tangent(const Tensor &t) { tangents_.push_back(define(t)); }
 
-void Tracer::add_random_input(const Tensor &t, std::function<Tensor()> draw) {
+void Tracer::add_random_input(const Tensor &t, RandomDraw draw) {
   random_ids_.push_back(define(t));
   random_draws_.push_back(std::move(draw));
 }
@@ -107,13 +107,13 @@ void alias(const Tensor &src, const Tensor &dst) {
   if (current) current->alias(src, dst);
 }
 
-Tensor random_input(const std::function<Tensor()> &draw) {
-  if (!current) return draw();
+Tensor random_input(const Shape &shape, const RandomDraw &draw) {
+  if (!current) return draw(shape);
   Tracer *tracer = current;
   Tensor t;
   {
     PauseTracing pause;  // the draw itself is not part of the graph
-    t = draw();
+    t = draw(shape);
   }
   tracer->add_random_input(t, draw);
   return t;

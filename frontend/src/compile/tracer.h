@@ -10,6 +10,7 @@
 
 #include "kiln/ir/Graph.h"
 #include "kiln/tensor.h"
+#include "trace.h"
 
 namespace kiln::trace {
 
@@ -19,10 +20,10 @@ public:
   void add_user_input(const Tensor &t);
   /// Declares the gradient of a forward output (a Tangent input).
   void add_tangent(const Tensor &t);
-  /// Declares a random input redrawn by `draw` on every compiled call.
-  void add_random_input(const Tensor &t, std::function<Tensor()> draw);
+  /// Declares a random input redrawn by `draw(shape)` on every compiled call.
+  void add_random_input(const Tensor &t, RandomDraw draw);
   /// Draw functions of the random inputs, in input order.
-  const std::vector<std::function<Tensor()>> &random_draws() const { return random_draws_; }
+  const std::vector<RandomDraw> &random_draws() const { return random_draws_; }
   /// Value id of `t`, capturing it as a new Primal input if unseen.
   int value_of(const Tensor &t);
   bool knows(const Tensor &t) const { return ids_.count(t.impl()) != 0; }
@@ -40,7 +41,7 @@ private:
   std::unordered_map<const TensorImpl *, int> ids_;
   std::vector<std::shared_ptr<TensorImpl>> keep_alive_;  // no address reuse while tracing
   std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_;
-  std::vector<std::function<Tensor()>> random_draws_;
+  std::vector<RandomDraw> random_draws_;
   std::vector<Tensor> captured_;
 };
 

@@ -66,7 +66,7 @@ Tensor dropout(const Tensor &x, double p, bool training) {
   const Shape shape = x.sizes();
   // The scaled mask (0 or 1/(1-p)) is a random input of a compiled graph:
   // redrawn per call at the generator's current (seed, offset).
-  Tensor mask = trace::random_input([shape, p, compute]() {
+  Tensor mask = trace::random_input(shape, [p, compute](const Shape &shape) {
     Generator &gen = default_generator();
     const uint64_t seed = gen.seed(), offset = gen.offset();
     const int64_t n = numel_of(shape);

@@ -75,6 +75,10 @@ struct CompiledGraph {
   double mlir_lowering_seconds = 0.0;
   double llvm_seconds = 0.0;
   double cache_load_seconds = 0.0;
+  /// Built by compileGraphDynamic/instantiateGraphDynamic: the kernels are
+  /// shape-generic (`?` dims) and shared by every size of the dynamic dim.
+  bool dynamic = false;
+  int num_generic_kernels = 0; ///< distinct generic kernels in the library
 };
 
 /// Process-wide kernel cache counters (all compileGraph calls so far).
@@ -96,5 +100,28 @@ std::string resolveKernelCacheDir(const CompileOptions &options);
 /// Compiles `graph`. Returns false and fills `error` on failure.
 bool compileGraph(const ir::Graph &graph, const CompileOptions &options,
                   CompiledGraph *out, std::string *error);
+
+/// The shape-generic kernels of one dynamic graph (opaque; executables keep
+/// it alive).
+struct DynamicKernels;
+
+/// Automatic dynamic shapes (kiln/ir/DynamicShapes.h). `graph` and
+/// `reference` are the same program at two sizes of one dimension (e.g.
+/// ir::instantiate of one SymbolicGraph at two sizes). Both go through the
+/// pipeline; each kernel of `graph` is compared with the same kernel of
+/// `reference` and emitted once with `?` for every dim that differs and a
+/// runtime scalar argument for every float constant that differs (e.g.
+/// 1/N), then all are JIT-compiled in one module (through the kernel cache).
+/// `*kernels` receives them for instantiateGraphDynamic. Fails (with the
+/// reason in `*error`) when the two sizes give different kernels.
+bool compileGraphDynamic(const ir::Graph &graph, const ir::Graph &reference, const CompileOptions &options,
+                         CompiledGraph *out, std::shared_ptr<const DynamicKernels> *kernels, std::string *error);
+
+/// Executables for `graph` at another size, from `kernels` alone: runs the
+/// pipeline (no kernel lowering, no LLVM) and binds every kiln.fusion to its
+/// generic kernel with that size's scalars. Fails when a kernel has no
+/// generic version (the caller then compiles `graph` statically).
+bool instantiateGraphDynamic(const ir::Graph &graph, const std::shared_ptr<const DynamicKernels> &kernels,
+                             CompiledGraph *out, std::string *error);
 
 }  // namespace kiln::codegen

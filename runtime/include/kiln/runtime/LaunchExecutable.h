@@ -62,6 +62,7 @@ enum class SlotStorage : int8_t {
   View,  ///< aliases its base slot (no memory of its own)
   Arena, ///< an offset in the per-run arena
   Owned, ///< its own Buffer per run (escapes the function)
+  Constant, ///< a buffer built with the executable (Builder::addConstant)
 };
 
 /// The memory plan of one slot (for tests, logs and kiln::explain).
@@ -111,6 +112,7 @@ private:
   std::vector<std::shared_ptr<const Launch>> launches_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  std::vector<std::pair<int, std::shared_ptr<Buffer>>> constants_; ///< slot, data
   int64_t arena_bytes_ = 0;
   std::shared_ptr<const void> keep_alive_;
 };
@@ -148,6 +150,11 @@ public:
   int addReshape(int base, std::vector<int64_t> sizes);
   /// A fresh contiguous copy of `src`.
   int addCopy(int src);
+  /// A constant known when the executable is built: a contiguous tensor of
+  /// `type` whose bytes are `data` (nbytes(type) of them, copied). Used for
+  /// the runtime scalars of shape-generic kernels (e.g. a mean's 1/N when N
+  /// is a dynamic dimension). Not a function argument; never planned.
+  int addConstant(SlotType type, const void *data);
   /// The function's results, in order (slots may repeat or be inputs).
   void setOutputs(std::vector<int> slots);
   /// Anything that must outlive the executable's kernels (e.g. the
