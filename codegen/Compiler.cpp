@@ -176,33 +176,61 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
     return fail("pipeline", "no func @forward after the pipeline");
 
   // One kernel module for the whole graph: the JIT cost is paid once.
+  // Fusions whose kernels are identical up to their name (the same block
+  // repeated in a model, the same epilogue in every layer) share one
+  // function: each distinct kernel is lowered and compiled once.
   OwningOpRef<ModuleOp> kernels = ModuleOp::create(UnknownLoc::get(&context));
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(UnknownLoc::get(&context));
+  std::map<std::string, std::string> symbolOfKernel; // kernel IR named @kernel -> symbol
+  std::map<std::string, std::string> symbolOf;       // fusion kernel name -> symbol
   CompiledGraph result;
   for (func::FuncOp func : {forward, backward}) {
     if (!func)
       continue;
     WalkResult walk = func.walk([&](ir::FusionOp fusion) {
-      if (kernels->lookupSymbol(fusion.getKernel())) {
+      if (symbolOf.count(fusion.getKernel().str())) {
         fusion.emitOpError("duplicate kernel name ") << fusion.getKernel();
         return WalkResult::interrupt();
       }
       result.fusions.push_back(describeFusion(fusion));
-      return failed(cpu::emitKernel(fusion, *kernels)) ? WalkResult::interrupt() : WalkResult::advance();
+      if (failed(cpu::emitKernel(fusion, *scratch, "kernel")))
+        return WalkResult::interrupt();
+      std::string key;
+      {
+        llvm::raw_string_ostream os(key);
+        for (Operation &op : scratch->getBody()->getOperations())
+          op.print(os);
+      }
+      scratch->getBody()->clear();
+      auto [it, inserted] = symbolOfKernel.try_emplace(key, fusion.getKernel().str());
+      if (inserted && failed(cpu::emitKernel(fusion, *kernels)))
+        return WalkResult::interrupt();
+      symbolOf[fusion.getKernel().str()] = it->second;
+      return WalkResult::advance();
     });
     if (walk.wasInterrupted())
       return fail("emitting kernels", "a kiln.fusion cannot be lowered");
   }
+  result.num_distinct_kernels = static_cast<int>(symbolOfKernel.size());
   result.frontend_seconds = secondsSince(start);
   std::string stage;
   std::shared_ptr<cpu::KernelLibrary> library = buildLibrary(*kernels, options, &result, &stage, &message);
   if (!library)
     return fail(stage, message);
 
-  result.forward = cpu::buildExecutable(forward, library, &message);
+  cpu::KernelBinder bind = [&](ir::FusionOp fusion, std::string *why) {
+    auto it = symbolOf.find(fusion.getKernel().str());
+    if (it == symbolOf.end()) {
+      *why = "no kernel emitted for " + fusion.getKernel().str();
+      return cpu::KernelBinding{};
+    }
+    return cpu::KernelBinding{library->lookup(it->second, why), {}};
+  };
+  result.forward = cpu::buildExecutable(forward, bind, library, &message);
   if (!result.forward)
     return fail("executable", message);
   if (backward) {
-    result.backward = cpu::buildExecutable(backward, library, &message);
+    result.backward = cpu::buildExecutable(backward, bind, library, &message);
     if (!result.backward)
       return fail("executable", message);
   }
@@ -211,7 +239,8 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   result.num_saved = static_cast<int>(intAttr(forward, "kiln.num_saved", 0));
   result.compile_seconds = secondsSince(start);
   if (logCache())
-    llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels in "
+    llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels (" << result.num_distinct_kernels
+                 << " distinct) in "
                  << llvm::format("%.1f", result.compile_seconds * 1e3) << " ms (frontend "
                  << llvm::format("%.1f", result.frontend_seconds * 1e3) << ", MLIR lowering "
                  << llvm::format("%.1f", result.mlir_lowering_seconds * 1e3) << ", LLVM "
@@ -375,6 +404,7 @@ bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const Co
   result.num_saved = static_cast<int>(intAttr(self.forward, "kiln.num_saved", 0));
   result.dynamic = true;
   result.num_generic_kernels = static_cast<int>(dynamic->symbolOf.size());
+  result.num_distinct_kernels = result.num_generic_kernels;
   result.compile_seconds = secondsSince(start);
   if (created)
     *created = keep;

@@ -58,7 +58,8 @@ mlir::FailureOr<DType> dtypeOf(mlir::Type elementType);
 /// read through `bufferization.to_tensor restrict` and written with
 /// `bufferization.materialize_in_destination`. Errors are emitted as MLIR
 /// diagnostics on the offending op.
-mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels);
+/// `name` overrides the symbol (default: fusion.getKernel()).
+mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels, llvm::StringRef name = {});
 
 /// How one kernel is made shape-generic (automatic dynamic shapes,
 /// kiln/ir/DynamicShapes.h). Built by comparing a kiln.fusion with the same

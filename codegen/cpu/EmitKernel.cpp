@@ -553,8 +553,8 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   return success();
 }
 
-LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels) {
-  return emitKernelImpl(fusion, nullptr, fusion.getKernel(), kernels);
+LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels, StringRef name) {
+  return emitKernelImpl(fusion, nullptr, name.empty() ? fusion.getKernel() : name, kernels);
 }
 
 LogicalResult emitGenericKernel(ir::FusionOp fusion, const KernelGeneralization &generic, StringRef name,

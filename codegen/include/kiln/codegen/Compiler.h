@@ -58,6 +58,9 @@ struct CompiledGraph {
   int num_forward_outputs = 0;
   int num_saved = 0;
   std::vector<FusionInfo> fusions;
+  /// Distinct kernel functions compiled for `fusions` (fusions whose kernels
+  /// are identical up to their name share one).
+  int num_distinct_kernels = 0;
 
   /// The kernels were loaded from the on-disk cache: no MLIR lowering and no
   /// LLVM optimization/codegen ran for them.
