@@ -1,4 +1,5 @@
 // Tensor metadata, element access, printing and in-place updates.
+#include <memory>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -103,9 +104,9 @@ void *Tensor::raw_data() const {
 }
 
 double Tensor::item() const {
+  trace::GraphBreak graph_break("item");  // not capturable: runs eagerly between compiled segments
   KILN_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
              ") cannot be converted to a scalar; expected exactly 1 element");
-  trace::unsupported("item");
   return kernels::load_as_double(kernels::storage_base(*this), dtype(), storage_offset());
 }
 
@@ -236,12 +237,15 @@ std::ostream &operator<<(std::ostream &os, const Tensor &t) { return os << t.str
 
 // ---- in-place updates (no autograd: refuse tensors that need grad) -------------
 
-static void check_inplace(const Tensor &t, const char *op) {
+/// In-place updates are graph breaks (the caller holds the returned scope
+/// for the whole update, so it runs eagerly on real values).
+static std::unique_ptr<trace::GraphBreak> check_inplace(const Tensor &t, const char *op) {
   KILN_CHECK(!(autograd::GradMode::is_enabled() && t.requires_grad()), op,
              ": in-place update of a tensor that requires grad; wrap it in kiln::NoGradGuard "
              "(as optimizers do) or use the out-of-place op");
-  trace::unsupported(op);
+  auto graph_break = std::make_unique<trace::GraphBreak>(op);
   t.bump_version();
+  return graph_break;
 }
 
 /// Applies f(double current, double other) -> double elementwise in place.
@@ -280,13 +284,13 @@ template <class F> static void inplace_apply(Tensor &t, const Tensor *other, F f
 Tensor &Tensor::zero_() { return fill_(0.0); }
 
 Tensor &Tensor::fill_(double value) {
-  check_inplace(*this, "fill_");
+  auto graph_break = check_inplace(*this, "fill_");
   inplace_apply(*this, nullptr, [value](double, double) { return value; });
   return *this;
 }
 
 Tensor &Tensor::copy_(const Tensor &src) {
-  check_inplace(*this, "copy_");
+  auto graph_break = check_inplace(*this, "copy_");
   KILN_CHECK(src.defined(), "copy_: source tensor is undefined");
   broadcast_shapes(sizes(), src.sizes(), "copy_");
   KILN_CHECK(broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), "copy_: source shape ",
@@ -296,7 +300,7 @@ Tensor &Tensor::copy_(const Tensor &src) {
 }
 
 Tensor &Tensor::add_(const Tensor &other, double alpha) {
-  check_inplace(*this, "add_");
+  auto graph_break = check_inplace(*this, "add_");
   KILN_CHECK(broadcast_shapes(sizes(), other.sizes(), "add_") == sizes(), "add_: shape ",
              shape_str(other.sizes()), " cannot be broadcast to ", shape_str(sizes()));
   inplace_apply(*this, &other, [alpha](double x, double y) { return x + alpha * y; });
@@ -304,7 +308,7 @@ Tensor &Tensor::add_(const Tensor &other, double alpha) {
 }
 
 Tensor &Tensor::mul_(double value) {
-  check_inplace(*this, "mul_");
+  auto graph_break = check_inplace(*this, "mul_");
   inplace_apply(*this, nullptr, [value](double x, double) { return x * value; });
   return *this;
 }

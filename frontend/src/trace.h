@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/ir/Graph.h"
+#include "kiln/error.h"
 #include "kiln/tensor.h"
 
 namespace kiln::trace {
@@ -25,8 +26,38 @@ void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &ou
             const Attrs &attrs = {});
 /// Records that `dst` holds the same value as `src` (detach, contiguous, clone).
 void alias(const Tensor &src, const Tensor &dst);
-/// Throws kiln::Error when tracing: `op` cannot be captured by kiln::compile.
-void unsupported(const char *op);
+/// True while a lazy (segment) trace runs: the eager kernels skip their
+/// compute, because the values are produced by the compiled segment when it
+/// is flushed (see GraphBreak).
+bool skip_compute();
+
+/// The error a whole-graph trace throws at an op it cannot capture; the
+/// compile frontend catches it and switches the module to graph breaks.
+struct GraphBreakError : Error {
+  GraphBreakError(const std::string &what, std::string op) : Error(what), op(std::move(op)) {}
+  std::string op;
+};
+
+/// Declared at the top of every op that cannot be captured (data-dependent
+/// results such as item()/argmax, ops without a kiln dialect form), before
+/// it computes anything. Without a tracer: nothing. Under a whole-graph
+/// trace: throws GraphBreakError naming `op`. Under a lazy segment trace
+/// (graph breaks): compiles and runs the segment recorded so far, which
+/// gives every live tensor its value, then pauses tracing until the scope
+/// ends, so the op runs eagerly on real values; its results enter the next
+/// segment as inputs.
+class GraphBreak {
+public:
+  explicit GraphBreak(const char *op);
+  ~GraphBreak();
+  GraphBreak(const GraphBreak &) = delete;
+  GraphBreak &operator=(const GraphBreak &) = delete;
+
+private:
+  void *prev_ = nullptr;  ///< the paused tracer
+  bool paused_ = false;
+  bool grad_was_enabled_ = false;
+};
 
 /// Draws a random tensor of the given shape (the shape is an argument so a
 /// shape-generic compiled graph can draw at the size of each call).

@@ -11,8 +11,19 @@
 // that runs the compiled backward, so `loss.backward(); opt.step();` is
 // unchanged.
 //
-// Errors: an op that cannot be captured yet throws kiln::Error naming it;
-// compiler failures throw kiln::Error with the compiler's diagnostic.
+// Graph breaks (as TorchDynamo's): an op that cannot be captured (.item(),
+// argmax, in-place updates, conv2d, a user callback that reads values)
+// splits the graph. C++ cannot resume a function half-way, so such a
+// module's forward then runs on every call under a *lazy* tracer: ops are
+// recorded without computing, and at each break the segment recorded so far
+// is compiled (once, cached by its exact graph) and run, every tensor the
+// forward still holds gets its value, the op runs eagerly, and recording
+// resumes. Each segment is re-traced with autograd for its own compiled
+// backward (AOTAutograd per subgraph), so loss.backward() flows through the
+// segments and the eager ops between them. KILN_LOG=graph_breaks prints
+// where and why; CompiledModule::graph_breaks() lists the ops of the last
+// call. Segments are compiled with static shapes.
+// Errors: compiler failures throw kiln::Error with the compiler's diagnostic.
 // Guards: input shape, dtype, device, requires_grad; training mode; grad
 // mode; the parameters' requires_grad flags. Random ops (dropout) are graph
 // inputs redrawn from the default generator on every call, so compiled and
@@ -64,9 +75,16 @@ struct CompileStats {
   double last_compile_seconds = 0.0;
   int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
+  int graph_break_segments = 0;    ///< compiled segments of a graph split by graph breaks
 };
 
 struct GuardKey;  // compile.cpp: everything an artifact specializes on
+namespace trace {
+class Tracer;
+}
+namespace ir {
+struct Graph;
+}
 
 class CompiledModule : public nn::Module {
 public:
@@ -83,8 +101,19 @@ public:
   struct Artifact;
   struct Guard;
   struct DynamicFamily;
+  struct Segment;
+
+  /// Ops at which the last call's graph was split (graph breaks), in order.
+  const std::vector<std::string> &graph_breaks() const { return last_breaks_; }
 
 private:
+  Tensor forward_segments(const Tensor &input);
+  void flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op);
+  std::shared_ptr<Segment> compile_segment(const ir::Graph &graph, const std::vector<Tensor> &inputs,
+                                           bool grad_enabled);
+  bool graph_breaks_ = false;  ///< the whole graph hit an uncapturable op: run as segments
+  std::map<std::string, std::shared_ptr<Segment>> segments_;
+  std::vector<std::string> last_breaks_;
   std::shared_ptr<Artifact> compile_for(const Tensor &input, const GuardKey &guard, bool grad_enabled);
   bool compile_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why);
   std::shared_ptr<Artifact> instantiate(const DynamicFamily &family, int64_t s, std::string *why);
@@ -101,8 +130,8 @@ private:
 /// returns a report: the guards, recompiles and their reasons so far, the
 /// fusion groups of the forward and backward (ops, bytes read/written), the
 /// memory plan (planned arena bytes per function), kernel-cache use and
-/// compile time. Graph breaks: none exist; an uncapturable op throws
-/// kiln::Error naming it. Also printed to stderr when `print` is set.
+/// compile time. For a module with graph breaks: the ops it breaks at and the
+/// segments compiled. Also printed to stderr when `print` is set.
 std::string explain(CompiledModule &model, const Tensor &input, bool print = true);
 
 /// Wraps `module` (its parameters appear as "_orig_mod.<name>", as in PyTorch).

@@ -252,7 +252,81 @@ void compile_static(nn::Module &module, CompiledModule::Artifact &artifact, cons
   record_compile(artifact, seconds_since(start), stats);
 }
 
+/// Runs one node of a traced graph with the eager op that records it (the
+/// graph-break segments are re-traced this way, with autograd, to get their
+/// joint forward+backward graph).
+Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result) {
+  switch (n.kind) {
+  case ir::OpKind::Add: return in[0] + in[1];
+  case ir::OpKind::Sub: return in[0] - in[1];
+  case ir::OpKind::Mul: return in[0] * in[1];
+  case ir::OpKind::Div: return in[0] / in[1];
+  case ir::OpKind::Neg: return neg(in[0]);
+  case ir::OpKind::Exp: return exp(in[0]);
+  case ir::OpKind::Log: return log(in[0]);
+  case ir::OpKind::Relu: return relu(in[0]);
+  case ir::OpKind::Sqrt: return sqrt(in[0]);
+  case ir::OpKind::Rsqrt: return rsqrt(in[0]);
+  case ir::OpKind::Tanh: return tanh(in[0]);
+  case ir::OpKind::Abs: return abs(in[0]);
+  case ir::OpKind::Sin: return sin(in[0]);
+  case ir::OpKind::Cos: return cos(in[0]);
+  case ir::OpKind::Pow: return pow(in[0], n.scalar);
+  case ir::OpKind::Compare:
+    switch (n.predicate) {
+    case ir::Predicate::EQ: return eq(in[0], in[1]);
+    case ir::Predicate::NE: return ne(in[0], in[1]);
+    case ir::Predicate::LT: return lt(in[0], in[1]);
+    case ir::Predicate::LE: return le(in[0], in[1]);
+    case ir::Predicate::GT: return gt(in[0], in[1]);
+    case ir::Predicate::GE: return ge(in[0], in[1]);
+    }
+    break;
+  case ir::OpKind::Select: return where(in[0], in[1], in[2]);
+  case ir::OpKind::Convert: return in[0].to(trace::dtype_of(result.type));
+  case ir::OpKind::Constant: return full(result.shape, n.scalar, trace::dtype_of(result.type));
+  case ir::OpKind::Matmul: return in[0].dim() == 3 ? bmm(in[0], in[1]) : matmul(in[0], in[1]);
+  case ir::OpKind::Transpose: return in[0].permute(n.ints);
+  case ir::OpKind::Broadcast: return in[0].expand(result.shape);
+  case ir::OpKind::Reshape: return in[0].reshape(result.shape);
+  case ir::OpKind::ReduceSum: return sum(in[0], n.ints, n.keepdim);
+  case ir::OpKind::ReduceMax: return amax(in[0], n.ints, n.keepdim);
+  }
+  throw Error(std::string("kiln::compile: graph-break segment: cannot replay op ") + ir::toString(n.kind));
+}
+
+/// A string that identifies a segment graph exactly (its guard).
+std::string graph_signature(const ir::Graph &g) {
+  std::ostringstream os;
+  os << std::hexfloat;
+  for (const auto &v : g.values) {
+    os << static_cast<int>(v.type) << "[";
+    for (int64_t d : v.shape) os << d << ",";
+    os << "]";
+  }
+  os << "|";
+  for (const auto &n : g.nodes) {
+    os << static_cast<int>(n.kind) << "(";
+    for (int o : n.operands) os << o << ",";
+    os << ")" << n.result << "{";
+    for (int64_t i : n.ints) os << i << ",";
+    os << "}" << n.keepdim << n.scalar << static_cast<int>(n.predicate) << ";";
+  }
+  os << "|";
+  for (int i : g.inputs) os << i << ",";
+  os << "|";
+  for (int o : g.outputs) os << o << ",";
+  return os.str();
+}
+
 }  // namespace
+
+/// One compiled segment of a module with graph breaks.
+struct CompiledModule::Segment {
+  std::shared_ptr<Artifact> artifact;  ///< graph (forward/backward) and grad_inputs
+  std::vector<int> grad_outputs;       ///< forward outputs that carry a gradient (have a tangent)
+  int num_ops = 0;
+};
 
 struct CompiledModule::Guard {
   GuardKey key;
@@ -321,7 +395,21 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
       std::fprintf(stderr, "[kiln] recompiling %s (%d compiled): %s\n", name().c_str(), stats_.compiles,
                    guard.diff(last_guard_->key).c_str());
   }
-  auto artifact = trace_module(*module_, input, grad_enabled);
+  std::shared_ptr<Artifact> artifact;
+  const Generator generator_before = default_generator();
+  try {
+    artifact = trace_module(*module_, input, grad_enabled);
+  } catch (const trace::GraphBreakError &e) {
+    // As TorchDynamo: the graph is split at the op; from now on every call
+    // records segments lazily and runs them compiled (forward_segments).
+    default_generator() = generator_before;
+    graph_breaks_ = true;
+    if (log_enabled("graph_breaks") || log)
+      std::fprintf(stderr, "[kiln] graph break in %s: op '%s' cannot be captured; the graph is split there, "
+                   "the pieces before and after are compiled and '%s' runs eagerly\n",
+                   name().c_str(), e.op.c_str(), e.op.c_str());
+    return nullptr;
+  }
   artifact->guard = std::make_shared<Guard>(Guard{guard});
   ++stats_.compiles;
   if (previous) {
@@ -375,10 +463,162 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::instantiate(const Dyna
   return artifact;
 }
 
+Tensor CompiledModule::forward_segments(const Tensor &input) {
+  const bool grad_enabled = autograd::GradMode::is_enabled();
+  trace::Tracer tracer;
+  std::vector<std::string> breaks;
+  tracer.set_lazy(
+      [&](const char *op) {
+        flush_segment(tracer, grad_enabled, op);
+        breaks.push_back(op);
+      },
+      grad_enabled);
+  Tensor output;
+  {
+    // Lazy recording builds no autograd graph: each flushed segment gives its
+    // outputs the compiled backward as grad_fn.
+    NoGradGuard no_grad;
+    trace::TracingScope scope(&tracer);
+    output = module_->forward(input);
+  }
+  flush_segment(tracer, grad_enabled, nullptr);  // `output` is live: it gets its value here
+  last_breaks_ = std::move(breaks);
+  return output;
+}
+
+void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op) {
+  trace::PauseTracing pause;  // everything here runs for real and records nothing
+  auto live = tracer.live_values();
+  if (live.empty()) {
+    tracer.reset();
+    return;
+  }
+  std::vector<Tensor> holders;
+  for (auto &[id, tensors] : live)
+    for (Tensor &t : tensors) holders.push_back(t);
+  ir::Graph graph = tracer.finish(holders, {});
+  std::vector<Tensor> inputs = tracer.captured();
+  tracer.reset();
+  std::string key = graph_signature(graph) + "|rg=";
+  for (const Tensor &t : inputs) key += (grad_enabled && t.requires_grad()) ? '1' : '0';
+  const int index = static_cast<int>(last_breaks_.size());  // for logs only
+  auto it = segments_.find(key);
+  std::shared_ptr<Segment> segment;
+  if (it != segments_.end()) {
+    segment = it->second;
+    ++stats_.cache_hits;
+  } else {
+    segment = compile_segment(graph, inputs, grad_enabled);
+    segments_[key] = segment;
+    if (log_enabled("graph_breaks") || log_enabled("recompiles"))
+      std::fprintf(stderr, "[kiln] %s: compiled segment (%d ops, %zu inputs, %zu outputs) ending %s%s%s\n",
+                   name().c_str(), segment->num_ops, inputs.size(), holders.size(),
+                   op ? "at the graph break '" : "the forward", op ? op : "", op ? "'" : "");
+    (void)index;
+  }
+  const Artifact &artifact = *segment->artifact;
+  std::vector<runtime::TensorView> primals;
+  for (const Tensor &t : inputs) primals.push_back(to_view(t));
+  std::string error;
+  runtime::Profiler &profiler = runtime::Profiler::instance();
+  const double start_us = profiler.now_us();
+  auto results = artifact.graph.forward->run(primals, &error);
+  profiler.record("segment " + name(), "step", start_us, profiler.now_us() - start_us);
+  KILN_CHECK(error.empty(), "kiln::compile: compiled segment failed: ", error);
+  {
+    NoGradGuard no_grad;
+    for (size_t k = 0; k < holders.size(); ++k) holders[k].copy_(from_view(results[k]));
+  }
+  if (artifact.graph.backward && !artifact.grad_inputs.empty() && !segment->grad_outputs.empty()) {
+    auto node = std::make_shared<CompiledBackward>();
+    node->artifact = segment->artifact;
+    node->module_name = name();
+    node->primals = primals;
+    const int nfo = artifact.graph.num_forward_outputs;
+    node->saved.assign(results.begin() + nfo, results.end());
+    TensorList outs;
+    for (int k : segment->grad_outputs) {
+      outs.push_back(holders[k]);
+      node->output_shapes.push_back(holders[k].sizes());
+      node->output_types.push_back(holders[k].dtype());
+    }
+    TensorList targets;
+    for (int pos : artifact.grad_inputs) targets.push_back(inputs[pos]);
+    autograd::set_history(outs, node, targets);
+  }
+}
+
+std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const ir::Graph &graph,
+                                                                         const std::vector<Tensor> &inputs,
+                                                                         bool grad_enabled) {
+  // Re-trace the segment with eager ops on leaf copies of its inputs, with
+  // autograd, to get the joint forward+backward graph (AOTAutograd per
+  // segment, as TorchDynamo does for each subgraph).
+  auto segment = std::make_shared<Segment>();
+  segment->artifact = std::make_shared<Artifact>();
+  segment->num_ops = static_cast<int>(graph.nodes.size());
+  Artifact &artifact = *segment->artifact;
+  trace::Tracer tracer;
+  std::vector<Tensor> values(graph.values.size());
+  std::vector<Tensor> leaves, targets;
+  std::vector<Tensor> outputs, grads;
+  {
+    EnableGradGuard enable;
+    trace::TracingScope scope(&tracer);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Tensor leaf = inputs[i].detach();
+      if (grad_enabled && inputs[i].requires_grad()) {
+        leaf.requires_grad_(true);
+        targets.push_back(leaf);
+        artifact.grad_inputs.push_back(static_cast<int>(i));
+      }
+      tracer.add_user_input(leaf);
+      values[graph.inputs[i]] = leaf;
+    }
+    for (const ir::Node &n : graph.nodes) {
+      std::vector<Tensor> operands;
+      for (int o : n.operands) operands.push_back(values[o]);
+      values[n.result] = run_node(n, operands, graph.values[n.result]);
+    }
+    std::vector<Tensor> with_grad, tangents;
+    for (size_t k = 0; k < graph.outputs.size(); ++k) {
+      outputs.push_back(values[graph.outputs[k]]);
+      if (outputs.back().requires_grad()) {
+        segment->grad_outputs.push_back(static_cast<int>(k));
+        with_grad.push_back(outputs.back());
+        Tensor tangent;
+        {
+          trace::PauseTracing pause;
+          tangent = ones_like(outputs.back());
+        }
+        tracer.add_tangent(tangent);
+        tangents.push_back(tangent);
+      }
+    }
+    if (!targets.empty() && !with_grad.empty()) {
+      grads = autograd::grad(with_grad, tangents, targets);
+      for (size_t i = 0; i < grads.size(); ++i)
+        if (!grads[i].defined()) grads[i] = zeros(targets[i].sizes(), targets[i].dtype());
+    } else {
+      artifact.grad_inputs.clear();
+    }
+  }
+  artifact.traced = tracer.finish(outputs, grads);
+  std::string error;
+  auto start = std::chrono::steady_clock::now();
+  bool ok = codegen::compileGraph(artifact.traced, codegen_options(*module_, options_, stats_), &artifact.graph, &error);
+  KILN_CHECK(ok, "kiln::compile: compiling a graph-break segment of ", name(), " failed: ", error);
+  record_compile(artifact, seconds_since(start), stats_);
+  ++stats_.compiles;
+  ++stats_.graph_break_segments;
+  return segment;
+}
+
 Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.defined(), "kiln::compile: ", name(), " called with an undefined input");
   KILN_CHECK(input.device().is_cpu(), "kiln::compile: input is on ", input.device().str(),
              "; the compiled CPU backend expects cpu tensors");
+  if (graph_breaks_) return forward_segments(input);
   const bool grad_enabled = autograd::GradMode::is_enabled();
   const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_);
   const std::string key = guard.str();
@@ -389,6 +629,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
     ++stats_.cache_hits;
   } else {
     artifact = compile_for(input, guard, grad_enabled);
+    if (graph_breaks_) return forward_segments(input);
     if (!artifact) return module_->forward(input);  // cache_size_limit reached: eager
     cache_[key] = artifact;
   }
@@ -432,7 +673,7 @@ std::string CompiledModule::describe(const Tensor &input) const {
   os << "  guards: " << guard.str() << "\n";
   os << "  artifacts: " << stats_.compiles << " compiled, " << stats_.cache_hits << " cached calls, "
      << stats_.eager_fallbacks << " eager fallbacks (cache_size_limit " << options_.cache_size_limit << ")\n";
-  os << "  graph breaks: none (an op that cannot be captured raises kiln::Error)\n";
+  os << "  graph breaks: none\n";
   if (g.dynamic)
     for (const auto &family : families_)
       if (guard.str(family->dim) == family->key) {
@@ -463,6 +704,15 @@ std::string CompiledModule::describe(const Tensor &input) const {
 std::string explain(CompiledModule &model, const Tensor &input, bool print) {
   model.forward(input);
   std::string report = model.describe(input);
+  if (report.empty() && !model.graph_breaks().empty()) {
+    std::ostringstream os;
+    os << "kiln::explain " << model.name() << "\n  graph breaks: " << model.graph_breaks().size() << " (";
+    for (size_t i = 0; i < model.graph_breaks().size(); ++i) os << (i ? ", " : "") << model.graph_breaks()[i];
+    os << "): the forward runs as compiled segments split at these ops, which run eagerly\n"
+       << "  segments compiled: " << model.stats().graph_break_segments << ", cached calls: "
+       << model.stats().cache_hits << "\n";
+    report = os.str();
+  }
   if (report.empty()) report = "kiln::explain " + model.name() + ": this input ran eagerly (cache_size_limit reached)\n";
   if (print) std::fputs(report.c_str(), stderr);
   return report;

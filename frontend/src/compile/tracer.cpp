@@ -1,6 +1,7 @@
 #include "compile/tracer.h"
 
 #include "trace.h"
+#include "kiln/autograd.h"
 
 namespace kiln::trace {
 namespace {
@@ -36,14 +37,46 @@ DType dtype_of(ir::ElementType t) {
 int Tracer::define(const Tensor &t) {
   int id = graph_.addValue(t.sizes(), element_type(t.dtype()));
   ids_[t.impl()] = id;
-  keep_alive_.push_back(t.impl_ptr());
+  impls_.resize(graph_.values.size());
+  impls_[id].push_back(t.impl_ptr());
   return id;
+}
+
+std::vector<std::pair<int, std::vector<Tensor>>> Tracer::live_values() const {
+  std::vector<bool> is_input(graph_.values.size(), false);
+  for (const auto *ids : {&user_inputs_, &captured_ids_, &random_ids_, &tangents_})
+    for (int id : *ids) is_input[id] = true;
+  std::vector<std::pair<int, std::vector<Tensor>>> live;
+  for (size_t id = 0; id < impls_.size(); ++id) {
+    if (is_input[id]) continue;
+    std::vector<Tensor> holders;
+    for (const auto &impl : impls_[id])
+      if (impl.use_count() > 1) holders.push_back(Tensor(impl));
+    if (!holders.empty()) live.emplace_back(static_cast<int>(id), std::move(holders));
+  }
+  return live;
+}
+
+void Tracer::reset() {
+  graph_ = ir::Graph();
+  ids_.clear();
+  impls_.clear();
+  user_inputs_.clear();
+  captured_ids_.clear();
+  random_ids_.clear();
+  tangents_.clear();
+  random_draws_.clear();
+  captured_.clear();
 }
 
 void Tracer::add_user_input(const Tensor &t) { user_inputs_.push_back(define(t)); }
 void Tracer::add_tangent(const Tensor &t) { tangents_.push_back(define(t)); }
 
 void Tracer::add_random_input(const Tensor &t, RandomDraw draw) {
+  if (lazy_) {  // drawn for real in this call: a plain per-call input
+    value_of(t);
+    return;
+  }
   random_ids_.push_back(define(t));
   random_draws_.push_back(std::move(draw));
 }
@@ -73,7 +106,7 @@ void Tracer::alias(const Tensor &src, const Tensor &dst) {
   auto it = ids_.find(src.impl());
   if (it == ids_.end()) return;  // unseen source: dst is captured on first use
   ids_[dst.impl()] = it->second;
-  keep_alive_.push_back(dst.impl_ptr());
+  impls_[it->second].push_back(dst.impl_ptr());
 }
 
 ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs) {
@@ -119,10 +152,28 @@ Tensor random_input(const Shape &shape, const RandomDraw &draw) {
   return t;
 }
 
-void unsupported(const char *op) {
-  KILN_CHECK(current == nullptr, "kiln::compile: op '", op,
-             "' cannot be captured into a compiled graph yet; call it outside the compiled module "
-             "(or run the model eagerly)");
+bool skip_compute() { return current != nullptr && current->lazy(); }
+
+GraphBreak::GraphBreak(const char *op) {
+  Tracer *tracer = current;
+  if (!tracer) return;
+  if (!tracer->lazy())
+    throw GraphBreakError(std::string("kiln::compile: op '") + op +
+                              "' cannot be captured into a compiled graph; kiln::compile splits the graph here "
+                              "(a graph break) and runs it eagerly",
+                          op);
+  tracer->graph_break(op);  // the segment so far runs compiled; live tensors get values
+  prev_ = tracer;
+  current = nullptr;
+  paused_ = true;
+  grad_was_enabled_ = autograd::GradMode::is_enabled();
+  autograd::GradMode::set_enabled(tracer->user_grad_enabled());
+}
+
+GraphBreak::~GraphBreak() {
+  if (!paused_) return;
+  current = static_cast<Tracer *>(prev_);
+  autograd::GradMode::set_enabled(grad_was_enabled_);
 }
 
 }  // namespace kiln::trace

@@ -4,6 +4,7 @@
 // to that tensor by reference.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,23 @@ namespace kiln::trace {
 
 class Tracer {
 public:
+  /// A lazy tracer records segments for graph breaks: kernels skip their
+  /// compute (skip_compute()), every tensor it has not seen is a per-call
+  /// input, and a GraphBreak calls `on_break(op)` to flush the segment.
+  void set_lazy(std::function<void(const char *op)> on_break, bool user_grad_enabled) {
+    lazy_ = true;
+    on_break_ = std::move(on_break);
+    user_grad_enabled_ = user_grad_enabled;
+  }
+  bool lazy() const { return lazy_; }
+  bool user_grad_enabled() const { return user_grad_enabled_; }
+  void graph_break(const char *op) { on_break_(op); }
+  /// Recorded values (not inputs) still referenced outside the tracer, with
+  /// every tensor that holds each: the outputs a flushed segment must produce.
+  std::vector<std::pair<int, std::vector<Tensor>>> live_values() const;
+  /// Forgets everything recorded (the next segment starts empty).
+  void reset();
+
   /// Declares a user input (in call order).
   void add_user_input(const Tensor &t);
   /// Declares the gradient of a forward output (a Tangent input).
@@ -39,7 +57,11 @@ private:
   int define(const Tensor &t);
   ir::Graph graph_;
   std::unordered_map<const TensorImpl *, int> ids_;
-  std::vector<std::shared_ptr<TensorImpl>> keep_alive_;  // no address reuse while tracing
+  /// Per value id, the impls that hold it (one reference each; also keeps
+  /// addresses from being reused while tracing).
+  std::vector<std::vector<std::shared_ptr<TensorImpl>>> impls_;
+  bool lazy_ = false, user_grad_enabled_ = false;
+  std::function<void(const char *op)> on_break_;
   std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_;
   std::vector<RandomDraw> random_draws_;
   std::vector<Tensor> captured_;

@@ -10,7 +10,8 @@
 // max_pool2d's backward is likewise a scatter whose gradient is a gather.
 // float32 uses runtime::sgemm (oneDNN); float64 a plain loop; float16 and
 // bfloat16 are computed in float32. None of these is capturable by
-// kiln::compile yet (trace::unsupported).
+// kiln::compile yet: each is a trace::GraphBreak (runs eagerly between
+// compiled segments).
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -259,6 +260,7 @@ bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 namespace detail {
 
 Tensor conv2d_forward(const Tensor &x, const Tensor &w, const ConvParams &p) {
+  trace::GraphBreak graph_break("conv2d");  // not capturable: runs eagerly between compiled segments
   const Geometry g = geometry(x.sizes(), w.sizes(), p);
   Tensor xc = dense(x), wc = dense(w);
   Tensor out = Tensor::empty({g.N, g.O, g.OH, g.OW}, x.dtype());
@@ -266,7 +268,6 @@ Tensor conv2d_forward(const Tensor &x, const Tensor &w, const ConvParams &p) {
     using T = decltype(zero);
     forward_kernel<T>(g, xc.data_ptr<T>(), wc.data_ptr<T>(), out.data_ptr<T>());
   });
-  trace::unsupported("conv2d");
   if (autograd::any_requires_grad({x, w})) {
     const bool need_x = x.requires_grad(), need_w = w.requires_grad();
     autograd::record(out, "ConvolutionBackward", {x, w}, {x, w},
@@ -280,6 +281,7 @@ Tensor conv2d_forward(const Tensor &x, const Tensor &w, const ConvParams &p) {
 }
 
 Tensor conv2d_input_grad(const Tensor &gy, const Tensor &w, const Shape &x_shape, const ConvParams &p) {
+  trace::GraphBreak graph_break("conv2d_input_grad");  // not capturable: runs eagerly between compiled segments
   const Geometry g = geometry(x_shape, w.sizes(), p);
   Tensor gyc = dense(gy), wc = dense(w);
   Tensor out = Tensor::empty(x_shape, gy.dtype());
@@ -287,7 +289,6 @@ Tensor conv2d_input_grad(const Tensor &gy, const Tensor &w, const Shape &x_shape
     using T = decltype(zero);
     input_grad_kernel<T>(g, gyc.data_ptr<T>(), wc.data_ptr<T>(), out.data_ptr<T>());
   });
-  trace::unsupported("conv2d_input_grad");
   if (autograd::any_requires_grad({gy, w})) {
     autograd::record(out, "ConvolutionBackwardInputBackward", {gy, w}, {gy, w},
                      [p](const TensorList &gr, const TensorList &s) -> TensorList {
@@ -298,6 +299,7 @@ Tensor conv2d_input_grad(const Tensor &gy, const Tensor &w, const Shape &x_shape
 }
 
 Tensor conv2d_weight_grad(const Tensor &x, const Tensor &gy, const Shape &w_shape, const ConvParams &p) {
+  trace::GraphBreak graph_break("conv2d_weight_grad");  // not capturable: runs eagerly between compiled segments
   const Geometry g = geometry(x.sizes(), w_shape, p);
   Tensor xc = dense(x), gyc = dense(gy);
   Tensor out = Tensor::empty(w_shape, x.dtype());
@@ -305,7 +307,6 @@ Tensor conv2d_weight_grad(const Tensor &x, const Tensor &gy, const Shape &w_shap
     using T = decltype(zero);
     weight_grad_kernel<T>(g, xc.data_ptr<T>(), gyc.data_ptr<T>(), out.data_ptr<T>());
   });
-  trace::unsupported("conv2d_weight_grad");
   if (autograd::any_requires_grad({x, gy})) {
     autograd::record(out, "ConvolutionBackwardWeightBackward", {x, gy}, {x, gy},
                      [p](const TensorList &gr, const TensorList &s) -> TensorList {
@@ -396,6 +397,7 @@ void check_pool_args(const Tensor &x, std::array<int64_t, 2> k, std::array<int64
 namespace detail {
 
 Tensor max_pool2d_scatter(const Tensor &gy, const Tensor &indices, const Shape &x_shape) {
+  trace::GraphBreak graph_break("max_pool2d_backward");  // not capturable: runs eagerly between compiled segments
   Tensor gyc = dense(gy), ic = dense(indices);
   Tensor out = zeros(x_shape, gy.dtype());
   const int64_t planes = plane_count(x_shape), in_plane = x_shape[2] * x_shape[3];
@@ -409,7 +411,6 @@ Tensor max_pool2d_scatter(const Tensor &gy, const Tensor &indices, const Shape &
       for (int64_t o = 0; o < out_plane; ++o)
         dst[pl * in_plane + idx[pl * out_plane + o]] += src[pl * out_plane + o];
   });
-  trace::unsupported("max_pool2d_backward");
   if (autograd::any_requires_grad({gy}))
     autograd::record(
         out, "MaxPool2DBackwardBackward", {gy}, {indices},
@@ -418,6 +419,7 @@ Tensor max_pool2d_scatter(const Tensor &gy, const Tensor &indices, const Shape &
 }
 
 Tensor max_pool2d_gather(const Tensor &gx, const Tensor &indices) {
+  trace::GraphBreak graph_break("max_pool2d_gather");  // not capturable: runs eagerly between compiled segments
   Tensor gxc = dense(gx), ic = dense(indices);
   Tensor out = Tensor::empty(indices.sizes(), gx.dtype());
   const int64_t planes = plane_count(gx.sizes()), in_plane = gx.size(2) * gx.size(3);
@@ -431,7 +433,6 @@ Tensor max_pool2d_gather(const Tensor &gx, const Tensor &indices) {
       for (int64_t o = 0; o < out_plane; ++o)
         dst[pl * out_plane + o] = src[pl * in_plane + idx[pl * out_plane + o]];
   });
-  trace::unsupported("max_pool2d_gather");
   if (autograd::any_requires_grad({gx})) {
     const Shape x_shape = gx.sizes();
     autograd::record(out, "MaxPool2DGatherBackward", {gx}, {indices},
@@ -448,6 +449,7 @@ namespace {
 
 /// max_pool2d on a 4-D float32/float64 input (records the scatter backward).
 Tensor max_pool2d_forward(const Tensor &x, const PoolGeometry &g) {
+  trace::GraphBreak graph_break("max_pool2d");  // not capturable: runs eagerly between compiled segments
   Tensor xc = dense(x);
   Tensor out = Tensor::empty({x.size(0), x.size(1), g.OH, g.OW}, x.dtype());
   Tensor indices = Tensor::empty(out.sizes(), kInt64);
@@ -455,7 +457,6 @@ Tensor max_pool2d_forward(const Tensor &x, const PoolGeometry &g) {
     using T = decltype(zero);
     max_pool_kernel<T>(g, xc.data_ptr<T>(), out.data_ptr<T>(), indices.data_ptr<int64_t>());
   });
-  trace::unsupported("max_pool2d");
   if (autograd::any_requires_grad({x})) {
     const Shape x_shape = x.sizes();
     autograd::record(out, "MaxPool2DWithIndicesBackward", {x}, {indices},

@@ -1,6 +1,7 @@
 // bmm: batched matrix multiply [B, M, K] x [B, K, N] -> [B, M, N].
 // float32 runs runtime::sgemm (oneDNN) once per batch on strided matrix
 // views (transposed operands cost nothing); float64 is a plain loop.
+#include <optional>
 #include <algorithm>
 
 #include "kiln/autograd.h"
@@ -63,13 +64,16 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
   check_operands(a, b);
   const DType result = promote_types(a.dtype(), b.dtype());
   const DType compute = result == kFloat64 ? kFloat64 : kFloat32;
+  std::optional<trace::GraphBreak> graph_break;  // kiln.matmul is f32 only: f64 runs eagerly
+  if (compute != kFloat32) graph_break.emplace("bmm");
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out = Tensor::empty({x.size(0), x.size(1), y.size(2)}, compute);
-  if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
+  if (trace::skip_compute()) {
+    // lazy segment trace: the compiled segment computes it
+  } else if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
   else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
   else if (out.numel() > 0) bmm_float(x, y, out);
-  if (compute == kFloat32) trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul
-  else trace::unsupported("bmm");
+  trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul (a no-op while a graph break pauses tracing)
   if (autograd::any_requires_grad({x, y}))
     autograd::record(out, "BmmBackward", {x, y}, {x, y},
                      [](const autograd::TensorList &g, const autograd::TensorList &s) -> autograd::TensorList {

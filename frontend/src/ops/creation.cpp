@@ -10,7 +10,7 @@ namespace kiln {
 
 Tensor full(const Shape &shape, double value, DType dtype) {
   Tensor out = Tensor::empty(shape, dtype);
-  const int64_t n = out.numel();
+  const int64_t n = trace::skip_compute() ? 0 : out.numel();
   char *p = static_cast<char *>(out.raw_data());
   if (dtype == kFloat32) {
     float *f = reinterpret_cast<float *>(p);
@@ -58,8 +58,8 @@ static void check_float(DType dtype, const char *op) {
 }
 
 Tensor randn(const Shape &shape, DType dtype) {
+  trace::GraphBreak graph_break("randn");  // not capturable: runs eagerly between compiled segments
   check_float(dtype, "randn");
-  trace::unsupported("randn");
   Tensor out = Tensor::empty(shape, kFloat32);
   float *p = out.data_ptr<float>();
   const int64_t n = out.numel();
@@ -76,9 +76,9 @@ Tensor randn(const Shape &shape, DType dtype) {
 }
 
 Tensor uniform(const Shape &shape, double low, double high, DType dtype) {
+  trace::GraphBreak graph_break("uniform");  // not capturable: runs eagerly between compiled segments
   check_float(dtype, "uniform");
   KILN_CHECK(low <= high, "uniform: expected low <= high, got low=", low, " high=", high);
-  trace::unsupported("uniform");
   Tensor out = Tensor::empty(shape, kFloat32);
   float *p = out.data_ptr<float>();
   Generator &gen = default_generator();

@@ -1,6 +1,7 @@
 // Elementwise ops: arithmetic, unary math, comparisons, where.
 // Each op: check -> promote -> broadcast (expand, a traced view) -> kernel on
 // same-shape operands -> trace record -> autograd record.
+#include <optional>
 #include <cmath>
 #include <type_traits>
 
@@ -100,6 +101,8 @@ std::pair<Tensor, Tensor> prepare(const Tensor &a, const Tensor &b, DType comput
 enum class Bin { Add, Sub, Mul, Div, Max };
 
 Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
+  std::optional<trace::GraphBreak> graph_break;  // maximum has no kiln op: runs eagerly
+  if (op == Bin::Max) graph_break.emplace("maximum");
   check_defined(a, name, "first operand");
   check_defined(b, name, "second operand");
   DType result = promote_arith(a.dtype(), b.dtype(), name);
@@ -122,7 +125,7 @@ Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
   case Bin::Sub: trace::record(ir::OpKind::Sub, {x, y}, out); break;
   case Bin::Mul: trace::record(ir::OpKind::Mul, {x, y}, out); break;
   case Bin::Div: trace::record(ir::OpKind::Div, {x, y}, out); break;
-  case Bin::Max: trace::unsupported("maximum"); break;
+  case Bin::Max: break;
   }
   if (autograd::any_requires_grad({x, y})) {
     switch (op) {

@@ -184,11 +184,11 @@ Shape cat_shape(const std::vector<Tensor> &ts, int64_t *dim, std::vector<Tensor>
 }  // namespace
 
 Tensor gather(const Tensor &a, int64_t dim_in, const Tensor &index) {
+  trace::GraphBreak graph_break("gather");  // not capturable: runs eagerly between compiled segments
   check_input(a, "gather", "input");
   check_index_dtype(index, "gather");
   const int64_t dim = wrap_dim(dim_in, a.dim(), "gather");
   check_index_shape(index, a, dim, /*all_dims=*/false, "gather", "input");
-  trace::unsupported("gather");
   Tensor out = Tensor::empty(index.sizes(), a.dtype());
   gather_kernel(a, dim, index, out);
   if (autograd::any_requires_grad({a})) {
@@ -202,6 +202,7 @@ Tensor gather(const Tensor &a, int64_t dim_in, const Tensor &index) {
 }
 
 Tensor scatter_add(const Tensor &a, int64_t dim_in, const Tensor &index, const Tensor &src) {
+  trace::GraphBreak graph_break("scatter_add");  // not capturable: runs eagerly between compiled segments
   check_input(a, "scatter_add", "input");
   check_input(src, "scatter_add", "src");
   check_index_dtype(index, "scatter_add");
@@ -211,7 +212,6 @@ Tensor scatter_add(const Tensor &a, int64_t dim_in, const Tensor &index, const T
   const int64_t dim = wrap_dim(dim_in, a.dim(), "scatter_add");
   check_index_shape(index, a, dim, /*all_dims=*/false, "scatter_add", "input");
   check_index_shape(index, src, dim, /*all_dims=*/true, "scatter_add", "src");
-  trace::unsupported("scatter_add");
   const DType compute = is_half(a.dtype()) ? kFloat32 : a.dtype();
   Tensor x = a.to(compute), y = src.to(compute);
   Tensor out = Tensor::empty(a.sizes(), compute);
@@ -261,7 +261,7 @@ Tensor slice(const Tensor &a, int64_t dim_in, int64_t start, int64_t end, int64_
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
-  trace::unsupported("slice");
+  trace::GraphBreak graph_break("slice");  // not capturable: runs eagerly between compiled segments
   Shape sizes = a.sizes(), strides = a.strides();
   sizes[d] = (end - start + step - 1) / step;  // ceil((end - start) / step)
   strides[d] *= step;
@@ -283,7 +283,7 @@ Tensor cat(const std::vector<Tensor> &tensors, int64_t dim) {
   DType dtype = tensors[0].dtype();
   for (const Tensor &t : tensors) dtype = promote_types(dtype, t.dtype());
   if (used.empty()) return Tensor::empty(out_shape, dtype);
-  trace::unsupported("cat");
+  trace::GraphBreak graph_break("cat");  // not capturable: runs eagerly between compiled segments
   TensorList inputs;
   for (const Tensor &t : used) inputs.push_back(t.to(dtype));
   Tensor out = Tensor::empty(out_shape, dtype);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/tensor.h"
+#include "../trace.h"
 
 namespace kiln::kernels {
 
@@ -105,6 +106,7 @@ inline char *storage_base(const Tensor &t) { return static_cast<char *>(t.impl()
 /// Calls f(T{}) with T the C++ type of a compute dtype (float32, float64,
 /// int32, int64); throws naming `op` for other dtypes.
 template <class F> void dispatch(DType t, const char *op, F &&f) {
+  if (trace::skip_compute()) return;  // a lazy segment trace: values come from the compiled segment
   switch (t) {
   case DType::Float32: f(float{}); return;
   case DType::Float64: f(double{}); return;

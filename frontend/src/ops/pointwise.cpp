@@ -4,7 +4,7 @@
 // Two kinds of op live here:
 // - primitive kernels (abs, rsqrt, tanh, sin, cos and the normal CDF behind
 //   exact gelu): a strided float kernel, trace::record (the normal CDF:
-//   trace::unsupported), and a backward
+//   a trace::GraphBreak), and a backward
 //   written with public ops;
 // - composites (sigmoid, silu, gelu "tanh", clamp, masked_fill) built only
 //   from traceable differentiable ops (compare, where, neg, exp, add, mul,
@@ -81,11 +81,11 @@ template <class F> Computed run_float_kernel(const Tensor &a, const char *op, ir
 /// Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt(2)) / 2 (erfc keeps the left
 /// tail accurate), in the compute dtype. Backward: phi(x) = exp(-x^2/2) / sqrt(2 pi).
 Tensor normal_cdf(const Tensor &x) {
+  trace::GraphBreak graph_break("gelu");  // not capturable: runs eagerly between compiled segments
   Tensor out = map_elements(x, "gelu", [](auto v) {
     using T = decltype(v);
     return T(0.5) * std::erfc(-v * T(kSqrt1_2));
   });
-  trace::unsupported("gelu");
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "NormalCdfBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       return {g[0] * exp(s[0] * s[0] * -0.5) * kInvSqrt2Pi};

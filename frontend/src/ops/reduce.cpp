@@ -163,9 +163,9 @@ Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
 }
 
 Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) {
+  trace::GraphBreak graph_break("argmax");  // not capturable: runs eagerly between compiled segments
   KILN_CHECK(a.defined(), "argmax: input is an undefined tensor");
   KILN_CHECK(a.dim() > 0, "argmax: expected a tensor with at least 1 dimension, got a 0-d tensor");
-  trace::unsupported("argmax");
   Shape dims = normalize_dims(a, {dim}, "argmax");
   KILN_CHECK(a.size(dims[0]) > 0, "argmax: cannot reduce over zero-size dimension ", dims[0]);
   Tensor x;

@@ -108,6 +108,7 @@ Tensor place_at_indices(const Tensor &g, const Tensor &indices, const Shape &in_
 
 /// torch.max/min(a, dim): values and int64 indices.
 std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim, bool is_max) {
+  trace::GraphBreak graph_break((is_max ? "max" : "min"));  // not capturable: runs eagerly between compiled segments
   const char *op = is_max ? "max" : "min";
   check_input(a, op);
   const int64_t dim = wrap_dim(a, dim_in, op);
@@ -126,7 +127,6 @@ std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim,
     if (is_max) scan_extreme<true, T>(x, dim, values, indices);
     else scan_extreme<false, T>(x, dim, values, indices);
   });
-  trace::unsupported(op);
   if (autograd::any_requires_grad({x})) {
     const Shape in_shape = a.sizes();
     autograd::record(values, is_max ? "MaxBackward" : "MinBackward", {x}, {indices},
@@ -211,6 +211,7 @@ Tensor logsumexp(const Tensor &a, const Shape &dims_in, bool keepdim) {
 }
 
 Tensor cumsum(const Tensor &a, int64_t dim_in) {
+  trace::GraphBreak graph_break("cumsum");  // not capturable: runs eagerly between compiled segments
   check_input(a, "cumsum");
   const int64_t dim = wrap_dim(a, dim_in, "cumsum");
   // Integers and bool accumulate into int64 (as torch.cumsum); 16-bit floats in float32.
@@ -218,7 +219,6 @@ Tensor cumsum(const Tensor &a, int64_t dim_in) {
   Tensor x = a.to(is_half(result) ? kFloat32 : result);
   Tensor out = Tensor::empty(x.sizes(), x.dtype());
   kernels::dispatch(x.dtype(), "cumsum", [&](auto zero) { scan_cumsum<decltype(zero)>(x, dim, out); });
-  trace::unsupported("cumsum");
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "CumsumBackward", {x}, {}, [dim](const TensorList &g, const TensorList &) -> TensorList {
       // The reversed prefix sum sum_{j >= i} g_j = total - cumsum(g)_i + g_i.

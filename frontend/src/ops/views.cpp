@@ -194,7 +194,7 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   if (start < 0) start += size;
   KILN_CHECK(start >= 0 && length >= 0 && start + length <= size, "narrow: start (", start,
              ") + length (", length, ") exceeds dimension size (", size, ") of dim ", d);
-  trace::unsupported("narrow");
+  trace::GraphBreak graph_break("narrow");  // not capturable: runs eagerly between compiled segments
   Shape new_sizes = sizes();
   new_sizes[d] = length;
   Tensor out = make_view(*this, new_sizes, strides(), storage_offset() + start * strides()[d]);
@@ -255,6 +255,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 namespace kernels {
 
 void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
+  if (trace::skip_compute()) return;
   const char *sbase = storage_base(src);
   char *dbase = static_cast<char *>(dst.raw_data());
   const DType st = src.dtype(), dt = dst.dtype();
