@@ -1,7 +1,16 @@
-// sgemm through oneDNN's dnnl_sgemm (row-major BLAS-like interface).
+// sgemm through oneDNN's dnnl_sgemm (row-major BLAS-like interface); gemm16
+// (bfloat16 inputs) through oneDNN's matmul primitive.
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <dnnl.h>
+#include <dnnl.hpp>
 
 #include "kiln/runtime/Gemm.h"
 
@@ -29,6 +38,93 @@ Operand describe(const MatrixView &m, std::vector<float> &scratch) {
   return {'N', scratch.data(), std::max<int64_t>(m.cols, 1)};
 }
 
+// ---- gemm16 ------------------------------------------------------------------
+
+using dnnl::memory;
+
+memory::data_type dnnl_type(DType t) {
+  switch (t) {
+  case DType::BFloat16: return memory::data_type::bf16;
+  case DType::Float16: return memory::data_type::f16;
+  case DType::Float32: return memory::data_type::f32;
+  default: break;
+  }
+  throw std::runtime_error(std::string("gemm16: unsupported dtype ") + dtype_name(t));
+}
+
+dnnl::engine &cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// A 16-bit operand as oneDNN sees it: its data and (row, col) strides.
+/// Row- and column-major views are passed through; anything else (stride-0
+/// broadcasts, sliced both ways) is copied row-major into `scratch`.
+struct Operand16 {
+  const uint16_t *data;
+  int64_t row_stride, col_stride;
+};
+
+Operand16 describe16(const Matrix16View &m, std::vector<uint16_t> &scratch) {
+  if (m.col_stride == 1 && (m.row_stride >= m.cols || m.rows == 1))
+    return {m.data, m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.row_stride, 1};
+  if (m.row_stride == 1 && (m.col_stride >= m.rows || m.cols == 1))
+    return {m.data, 1, m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.col_stride};
+  scratch.resize(static_cast<size_t>(m.rows * m.cols));
+  for (int64_t i = 0; i < m.rows; ++i)
+    for (int64_t j = 0; j < m.cols; ++j) scratch[i * m.cols + j] = m.data[i * m.row_stride + j * m.col_stride];
+  return {scratch.data(), std::max<int64_t>(m.cols, 1), 1};
+}
+
+/// One cached matmul primitive: the key is everything its descriptor
+/// depends on (M, K, N, operand strides, ldc, dtypes).
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
+struct Cached {
+  memory::desc a, b, c;
+  dnnl::matmul primitive;
+};
+
+/// Primitive cache. Bounded: cleared when it reaches kMaxCached entries
+/// (eager shapes repeat across training steps, so the set stays small).
+constexpr size_t kMaxCached = 256;
+std::mutex cache_mutex;
+std::map<Key, std::shared_ptr<Cached>> cache;
+
+std::shared_ptr<Cached> primitive_for(DType in, const Operand16 &a, const Operand16 &b, int64_t M, int64_t K,
+                                      int64_t N, DType out, int64_t ldc) {
+  const Key key{M, K, N, a.row_stride, a.col_stride, b.row_stride, b.col_stride, ldc, static_cast<int>(in),
+                static_cast<int>(out)};
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto entry = std::make_shared<Cached>();
+  try {
+    entry->a = memory::desc({M, K}, dnnl_type(in), memory::dims{a.row_stride, a.col_stride});
+    entry->b = memory::desc({K, N}, dnnl_type(in), memory::dims{b.row_stride, b.col_stride});
+    entry->c = memory::desc({M, N}, dnnl_type(out), memory::dims{ldc, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(entry->a, entry->b, entry->c), cpu_engine());
+    entry->primitive = dnnl::matmul(pd);
+  } catch (const dnnl::error &e) {
+    throw std::runtime_error(std::string("gemm16: oneDNN has no matmul for ") + dtype_name(in) + " x " +
+                             dtype_name(in) + " -> " + dtype_name(out) + " on this CPU (" + e.what() + ")");
+  }
+  if (cache.size() >= kMaxCached) cache.clear();
+  cache.emplace(key, entry);
+  return entry;
+}
+
+bool probe16(DType in) {
+  if (in != DType::BFloat16 && in != DType::Float16) return false;
+  try {
+    const int64_t n = 16;
+    memory::desc a({n, n}, dnnl_type(in), memory::dims{n, 1});
+    memory::desc c({n, n}, memory::data_type::f32, memory::dims{n, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), cpu_engine());
+    return true;
+  } catch (const dnnl::error &) {
+    return false;
+  }
+}
+
 }  // namespace
 
 void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc) {
@@ -42,6 +138,41 @@ void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc) {
   std::vector<float> sa, sb;
   Operand a = describe(A, sa), b = describe(B, sb);
   dnnl_sgemm(a.trans, b.trans, M, N, K, 1.0f, a.data, a.ld, b.data, b.ld, 0.0f, C, ldc);
+}
+
+bool gemm16_supported(DType in) {
+  static const bool bf16 = probe16(DType::BFloat16);
+  static const bool f16 = probe16(DType::Float16);
+  if (in == DType::BFloat16) return bf16;
+  if (in == DType::Float16) return f16;
+  return false;
+}
+
+void gemm16(DType in, const Matrix16View &A, const Matrix16View &B, DType out, void *C, int64_t ldc) {
+  if (in != DType::BFloat16 && in != DType::Float16)
+    throw std::runtime_error(std::string("gemm16: inputs must be bfloat16 or float16, got ") + dtype_name(in));
+  if (out != DType::Float32 && out != in)
+    throw std::runtime_error(std::string("gemm16: output must be float32 or ") + dtype_name(in) + ", got " +
+                             dtype_name(out));
+  if (A.cols != B.rows)
+    throw std::runtime_error("gemm16: inner sizes differ (" + std::to_string(A.cols) + " != " +
+                             std::to_string(B.rows) + ")");
+  const int64_t M = A.rows, K = A.cols, N = B.cols;
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // sums of nothing; +0.0 has the all-zero bit pattern in all three types
+    const size_t item = out == DType::Float32 ? 4 : 2;
+    for (int64_t i = 0; i < M; ++i) std::memset(static_cast<char *>(C) + i * ldc * item, 0, N * item);
+    return;
+  }
+  std::vector<uint16_t> sa, sb;
+  Operand16 a = describe16(A, sa), b = describe16(B, sb);
+  std::shared_ptr<Cached> p = primitive_for(in, a, b, M, K, N, out, ldc);
+  thread_local dnnl::stream stream(cpu_engine());
+  memory ma(p->a, cpu_engine(), const_cast<uint16_t *>(a.data));
+  memory mb(p->b, cpu_engine(), const_cast<uint16_t *>(b.data));
+  memory mc(p->c, cpu_engine(), C);
+  p->primitive.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  stream.wait();
 }
 
 }  // namespace kiln::runtime

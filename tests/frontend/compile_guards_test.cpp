@@ -163,3 +163,29 @@ TEST(CompileProfiler, WritesChromeTraceWithKernelsAndSteps) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompileGuards, AutocastStateIsAGuard) {
+  manual_seed(4);
+  auto model = std::make_shared<nn::Linear>(4, 3);
+  auto compiled = compile(model);
+  Tensor x = rand({2, 4});
+  Tensor y32 = compiled->forward(x);
+  EXPECT_EQ(y32.dtype(), kFloat32);
+  Tensor y16;
+  {
+    AutocastGuard autocast(kBFloat16);
+    y16 = compiled->forward(x);
+    Tensor eager = model->forward(x);
+    EXPECT_EQ(y16.dtype(), kBFloat16);
+    EXPECT_EQ(y16.to_vector<double>(), eager.to_vector<double>());
+  }
+  EXPECT_EQ(compiled->stats().compiles, 2);
+  compiled->forward(x);  // autocast off again: the first artifact
+  EXPECT_EQ(compiled->stats().compiles, 2);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,6 +1,7 @@
 // kiln/kiln.h - everything a Kiln user includes.
 #pragma once
 
+#include "kiln/amp.h"
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/data.h"

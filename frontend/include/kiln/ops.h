@@ -81,7 +81,13 @@ Tensor argmax(const Tensor &a, int64_t dim, bool keepdim = false);
 
 // ---- linear algebra ----------------------------------------------------------------
 /// [M, K] x [K, N] -> [M, N]; [K] vectors are promoted as in torch.matmul;
-/// float32 only (oneDNN sgemm).
+/// rank > 2 broadcasts the batch dims (through bmm). Floating operands,
+/// dtypes promoted (promote_types): float32 runs oneDNN sgemm; bfloat16 x
+/// bfloat16 runs oneDNN's bfloat16 matmul (AMX/AVX512-BF16 on this CPU,
+/// float32 accumulation, the result rounded once to bfloat16); float16 x
+/// float16 is computed in float32 and rounded (oneDNN 2.6 has no CPU
+/// float16 matmul); float64 is a plain loop. While kiln::compile traces,
+/// 16-bit operands are converted to float32 around a float32 matmul.
 Tensor matmul(const Tensor &a, const Tensor &b);
 
 // ---- more pointwise math (frontend/src/ops/pointwise.cpp) ----------------------
@@ -143,9 +149,10 @@ Tensor logsumexp(const Tensor &a, const Shape &dims, bool keepdim = false);
 Tensor cumsum(const Tensor &a, int64_t dim);
 
 // ---- batched linear algebra (frontend/src/ops/bmm.cpp) ---------------------------
-/// [B, M, K] x [B, K, N] -> [B, M, N] for floating operands (promoted as
-/// matmul: float64 stays float64, 16-bit floats compute in float32 through
-/// oneDNN sgemm per batch). Throws on non-3-D operands, integer dtypes and
+/// [B, M, K] x [B, K, N] -> [B, M, N] for floating operands (promoted and
+/// computed as matmul: float64 stays float64, bfloat16 x bfloat16 through
+/// oneDNN's bfloat16 matmul per batch, other 16-bit floats in float32
+/// through sgemm per batch). Throws on non-3-D operands, integer dtypes and
 /// batch or inner size mismatch.
 Tensor bmm(const Tensor &a, const Tensor &b);
 

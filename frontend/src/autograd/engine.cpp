@@ -9,6 +9,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "../amp/autocast.h"
 
 namespace kiln::autograd {
 namespace {
@@ -27,6 +28,9 @@ Tensor accumulate(const Tensor &acc, const Tensor &g) {
 
 /// Runs the graph below `roots`. Gradients reaching leaves go to AccumulateGrad.
 void run_backward(const TensorList &roots, const TensorList &grad_roots, bool retain_graph) {
+  // Backward formulas run in the dtypes the forward saved, never re-cast by
+  // an enclosing autocast region.
+  amp::detail::ExcludeGuard no_autocast;
   // Build the graph task: count how many gradients each node will receive.
   std::unordered_map<Node *, int> dependencies;
   std::vector<Node *> stack;

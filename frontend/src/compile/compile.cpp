@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "kiln/amp.h"
 #include "kiln/autograd.h"
 #include "kiln/codegen/Compiler.h"
 #include "kiln/ir/DynamicShapes.h"
@@ -73,9 +74,11 @@ struct GuardKey {
   Device device;
   bool requires_grad, training, grad_enabled;
   std::string params_requires_grad;  ///< '1'/'0' per parameter
+  std::string autocast;              ///< "off" or the kiln::autocast dtype (casts are traced into the graph)
 
   static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m) {
-    GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {}};
+    GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {},
+               autocast_enabled() ? dtype_name(autocast_dtype()) : "off"};
     for (const auto &p : m.parameters()) k.params_requires_grad += p.requires_grad() ? '1' : '0';
     return k;
   }
@@ -92,7 +95,8 @@ struct GuardKey {
       os << "]";
     }
     os << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
-       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad;
+       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad
+       << " autocast=" << autocast;
     return os.str();
   }
   /// The one input dim in which `this` differs from `old` when nothing else
@@ -101,7 +105,8 @@ struct GuardKey {
   int single_changed_dim(const GuardKey &old) const {
     if (dtype != old.dtype || device != old.device || requires_grad != old.requires_grad ||
         training != old.training || grad_enabled != old.grad_enabled ||
-        params_requires_grad != old.params_requires_grad || shape.size() != old.shape.size())
+        params_requires_grad != old.params_requires_grad || autocast != old.autocast ||
+        shape.size() != old.shape.size())
       return -1;
     int changed = -1;
     for (size_t d = 0; d < shape.size(); ++d)
@@ -122,6 +127,7 @@ struct GuardKey {
     if (training != old.training) add(training ? "train() mode" : "eval() mode");
     if (grad_enabled != old.grad_enabled) add(grad_enabled ? "grad mode enabled" : "under NoGradGuard");
     if (params_requires_grad != old.params_requires_grad) add("parameters' requires_grad changed");
+    if (autocast != old.autocast) add("autocast " + old.autocast + " -> " + autocast);
     return os.str();
   }
 };

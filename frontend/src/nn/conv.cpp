@@ -25,6 +25,7 @@
 #include "kiln/runtime/Gemm.h"
 #include "ops/kernels.h"
 #include "trace.h"
+#include "amp/autocast.h"
 
 namespace kiln::nn {
 namespace detail {
@@ -322,6 +323,8 @@ namespace functional {
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+  if (amp::detail::AutocastOp ac("conv2d"); ac)
+    return conv2d(ac.cast(x), ac.cast(weight), ac.cast(bias), stride, padding, dilation, groups);
   check_input(x, "conv2d");
   check_weight(x, weight, bias, groups);
   check_pair(stride, 1, "conv2d", "stride");
@@ -494,6 +497,8 @@ Tensor avg_pool2d(const Tensor &x, std::array<int64_t, 2> kernel_size, std::arra
                   std::array<int64_t, 2> padding) {
   stride = default_stride(stride, kernel_size);
   check_pool_args(x, kernel_size, stride, padding, "avg_pool2d");
+  // Not an autocast op (PyTorch runs it in the input dtype): its conv2d must not cast.
+  amp::detail::ExcludeGuard no_autocast;
   // With count_include_pad and floor rounding every window holds kH*kW
   // (padded) elements, so the mean is a depthwise convolution with 1/(kH*kW).
   const int64_t channels = x.size(-3);

@@ -1,6 +1,7 @@
 // Classification losses: nll_loss and cross_entropy (ignore_index, label
 // smoothing), as compositions of traced primitives.
 #include "kiln/functional.h"
+#include "../amp/autocast.h"
 
 namespace kiln::nn::functional {
 namespace {
@@ -33,6 +34,8 @@ Tensor reduce(const Tensor &per_sample, const Tensor &weight_sum, Reduction redu
 }  // namespace
 
 Tensor nll_loss(const Tensor &log_probs, const Tensor &target, Reduction reduction, int64_t ignore_index) {
+  if (amp::detail::AutocastOp ac("nll_loss"); ac)
+    return nll_loss(ac.cast(log_probs), target, reduction, ignore_index);
   check_targets(log_probs, target, ignore_index, "nll_loss");
   // one_hot[i, j] = (j == target[i]); rows whose target is ignore_index
   // (which may be a valid class number) are masked out by `valid`.
@@ -44,6 +47,8 @@ Tensor nll_loss(const Tensor &log_probs, const Tensor &target, Reduction reducti
 
 Tensor cross_entropy(const Tensor &logits, const Tensor &target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  if (amp::detail::AutocastOp ac("cross_entropy"); ac)
+    return cross_entropy(ac.cast(logits), target, reduction, ignore_index, label_smoothing);
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
              label_smoothing);
   check_targets(logits, target, ignore_index, "cross_entropy");

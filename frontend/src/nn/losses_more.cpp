@@ -1,6 +1,7 @@
 // Regression and binary losses: mse_loss and binary_cross_entropy_with_logits
 // (with pos_weight), as compositions of traced primitives.
 #include "kiln/functional.h"
+#include "../amp/autocast.h"
 
 namespace kiln::nn::functional {
 namespace {
@@ -26,6 +27,7 @@ Tensor reduce(const Tensor &loss, Reduction reduction) {
 }  // namespace
 
 Tensor mse_loss(const Tensor &input, const Tensor &target, Reduction reduction) {
+  if (amp::detail::AutocastOp ac("mse_loss"); ac) return mse_loss(ac.cast(input), ac.cast(target), reduction);
   check_pair(input, target, "mse_loss");
   Tensor diff = input - target;
   return reduce(diff * diff, reduction);
@@ -33,6 +35,8 @@ Tensor mse_loss(const Tensor &input, const Tensor &target, Reduction reduction) 
 
 Tensor binary_cross_entropy_with_logits(const Tensor &input, const Tensor &target, Reduction reduction,
                                         const Tensor &pos_weight) {
+  if (amp::detail::AutocastOp ac("binary_cross_entropy_with_logits"); ac)
+    return binary_cross_entropy_with_logits(ac.cast(input), ac.cast(target), reduction, ac.cast(pos_weight));
   check_pair(input, target, "binary_cross_entropy_with_logits");
   // PyTorch's stable form (aten/src/ATen/native/Loss.cpp): with m = max(-x, 0),
   // log(1 + exp(-x)) = m + log(exp(-m) + exp(-x - m)); the loss is

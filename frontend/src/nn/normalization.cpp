@@ -6,6 +6,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
+#include "../amp/autocast.h"
 
 namespace kiln::nn::functional {
 namespace {
@@ -64,6 +65,8 @@ void update_running(const Tensor &running, const Tensor &batch, double momentum)
 
 Tensor layer_norm(const Tensor &x, const Shape &normalized_shape, const Tensor &weight, const Tensor &bias,
                   double eps) {
+  if (amp::detail::AutocastOp ac("layer_norm"); ac)
+    return layer_norm(ac.cast(x), normalized_shape, ac.cast(weight), ac.cast(bias), eps);
   check_float_input(x, "layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   KILN_CHECK(k >= 1 && k <= x.dim(), "layer_norm: normalized_shape ", shape_str(normalized_shape),
@@ -83,6 +86,10 @@ Tensor layer_norm(const Tensor &x, const Shape &normalized_shape, const Tensor &
 
 Tensor batch_norm(const Tensor &x, const Tensor &running_mean, const Tensor &running_var, const Tensor &weight,
                   const Tensor &bias, bool training, double momentum, double eps) {
+  // The running statistics are state updated in place: never cast (a cast
+  // would update a copy); the update converts to their dtype itself.
+  if (amp::detail::AutocastOp ac("batch_norm"); ac)
+    return batch_norm(ac.cast(x), running_mean, running_var, ac.cast(weight), ac.cast(bias), training, momentum, eps);
   check_float_input(x, "batch_norm");
   KILN_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape [N, C] or [N, C, *], got ", shape_str(x.sizes()));
   const int64_t channels = x.size(1);

@@ -1,14 +1,18 @@
 // bmm: batched matrix multiply [B, M, K] x [B, K, N] -> [B, M, N].
 // float32 runs runtime::sgemm (oneDNN) once per batch on strided matrix
-// views (transposed operands cost nothing); float64 is a plain loop.
+// views (transposed operands cost nothing); bfloat16 x bfloat16 runs
+// runtime::gemm16 (oneDNN matmul, AMX/AVX512-BF16) the same way; float64 is
+// a plain loop.
 #include <optional>
 #include <algorithm>
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/runtime/Gemm.h"
+#include "gemm_utils.h"
 #include "kernels.h"
 #include "../trace.h"
+#include "../amp/autocast.h"
 
 namespace kiln {
 namespace {
@@ -24,6 +28,15 @@ void bmm_float(const Tensor &a, const Tensor &b, Tensor &out) {
   const int64_t M = a.size(1), N = b.size(2);
   float *c = out.data_ptr<float>();
   for (int64_t i = 0; i < a.size(0); ++i) runtime::sgemm(batch_view(a, i), batch_view(b, i), c + i * M * N, N);
+}
+
+/// out[b] = a[b] x b[b] for bfloat16/float16 through runtime::gemm16 (float32
+/// accumulation, the result rounded once).
+void bmm_half(const Tensor &a, const Tensor &b, Tensor &out) {
+  const int64_t M = a.size(1), N = b.size(2);
+  auto *c = static_cast<uint16_t *>(out.raw_data());
+  for (int64_t i = 0; i < a.size(0); ++i)
+    runtime::gemm16(a.dtype(), gemm::matrix16_view(a, i), gemm::matrix16_view(b, i), a.dtype(), c + i * M * N, N);
 }
 
 /// out[b] = a[b] x b[b] for float64: an i-k-j loop per batch.
@@ -61,9 +74,10 @@ void check_operands(const Tensor &a, const Tensor &b) {
 }  // namespace
 
 Tensor bmm(const Tensor &a, const Tensor &b) {
+  if (amp::detail::AutocastOp ac("bmm"); ac) return bmm(ac.cast(a), ac.cast(b));
   check_operands(a, b);
   const DType result = promote_types(a.dtype(), b.dtype());
-  const DType compute = result == kFloat64 ? kFloat64 : kFloat32;
+  const DType compute = gemm::compute_type(result);
   std::optional<trace::GraphBreak> graph_break;  // kiln.matmul is f32 only: f64 runs eagerly
   if (compute != kFloat32) graph_break.emplace("bmm");
   Tensor x = a.to(compute), y = b.to(compute);
@@ -72,6 +86,7 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
     // lazy segment trace: the compiled segment computes it
   } else if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
   else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
+  else if (out.numel() > 0 && compute != kFloat32) bmm_half(x, y, out);
   else if (out.numel() > 0) bmm_float(x, y, out);
   trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul (a no-op while a graph break pauses tracing)
   if (autograd::any_requires_grad({x, y}))

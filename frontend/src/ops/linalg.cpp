@@ -1,9 +1,11 @@
-// matmul through the runtime's oneDNN sgemm.
+// matmul through the runtime's oneDNN GEMMs (sgemm; gemm16 for bfloat16).
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/runtime/Gemm.h"
+#include "gemm_utils.h"
 #include "kernels.h"
 #include "../trace.h"
+#include "../amp/autocast.h"
 
 namespace kiln {
 
@@ -36,6 +38,8 @@ Tensor matmul_2d(const Tensor &a, const Tensor &b) {
     // lazy segment trace: the compiled segment computes it
   } else if (a.dtype() == kFloat64)
     dgemm(a, b, out);
+  else if (a.dtype() == kBFloat16 || a.dtype() == kFloat16)  // gemm::compute_type chose the native 16-bit GEMM
+    runtime::gemm16(a.dtype(), gemm::matrix16_view(a), gemm::matrix16_view(b), a.dtype(), out.raw_data(), b.size(1));
   else
     runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1));
   trace::record(ir::OpKind::Matmul, {a, b}, out);
@@ -70,13 +74,14 @@ Tensor matmul_batched(const Tensor &a, const Tensor &b) {
 }  // namespace
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
+  if (amp::detail::AutocastOp ac("matmul"); ac) return matmul(ac.cast(a), ac.cast(b));
   KILN_CHECK(a.defined() && b.defined(), "matmul: operand is an undefined tensor");
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dimension, got shapes ",
              shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "matmul: expected floating point operands, got ",
              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   const DType result = promote_types(a.dtype(), b.dtype());
-  const DType compute = result == kFloat64 ? kFloat64 : kFloat32;
+  const DType compute = gemm::compute_type(result);
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out;
   if (x.dim() > 2 || y.dim() > 2) out = matmul_batched(x, y);

@@ -15,6 +15,7 @@
 #include "kiln/ops.h"
 #include "kernels.h"
 #include "../trace.h"
+#include "../amp/autocast.h"
 
 namespace kiln {
 namespace {
@@ -117,6 +118,7 @@ Tensor abs(const Tensor &a) {
 }
 
 Tensor rsqrt(const Tensor &a) {
+  if (amp::detail::AutocastOp ac("rsqrt"); ac) return rsqrt(ac.cast(a));
   auto [x, out] = run_float_kernel(a, "rsqrt", ir::OpKind::Rsqrt, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "RsqrtBackward", {x}, {out.detach()},
@@ -155,6 +157,7 @@ Tensor cos(const Tensor &a) {
 }
 
 Tensor sigmoid(const Tensor &a) {
+  amp::detail::ExcludeGuard no_autocast;  // not an autocast op: its exp must not cast (PyTorch: one kernel)
   check_input(a, "sigmoid");
   Tensor x = a.to(float_compute(a.dtype()));
   // With e = exp(-|x|) <= 1 (never overflows): sigmoid = 1 / (1 + e) for
@@ -168,12 +171,14 @@ Tensor sigmoid(const Tensor &a) {
 }
 
 Tensor silu(const Tensor &a) {
+  amp::detail::ExcludeGuard no_autocast;  // not an autocast op: its exp must not cast (PyTorch: one kernel)
   check_input(a, "silu");
   Tensor x = a.to(float_compute(a.dtype()));
   return to_result(x * sigmoid(x), float_result(a.dtype()));
 }
 
 Tensor gelu(const Tensor &a, const std::string &approximate) {
+  amp::detail::ExcludeGuard no_autocast;  // not an autocast op: its exp must not cast (PyTorch: one kernel)
   KILN_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
              approximate, "\"");
   check_input(a, "gelu");

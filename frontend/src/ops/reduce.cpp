@@ -7,6 +7,7 @@
 #include "kernels.h"
 #include "shape_utils.h"
 #include "../trace.h"
+#include "../amp/autocast.h"
 
 namespace kiln {
 namespace {
@@ -59,6 +60,7 @@ bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 }  // namespace
 
 Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  if (amp::detail::AutocastOp ac("sum"); ac) return sum(ac.cast(a), dims_in, keepdim);
   KILN_CHECK(a.defined(), "sum: input is an undefined tensor");
   if (is_half(a.dtype())) return sum(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
   Shape dims = normalize_dims(a, dims_in, "sum");
@@ -99,6 +101,7 @@ Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
 }
 
 Tensor mean(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  if (amp::detail::AutocastOp ac("mean"); ac) return mean(ac.cast(a), dims_in, keepdim);
   KILN_CHECK(a.defined(), "mean: input is an undefined tensor");
   KILN_CHECK(a.is_floating_point(), "mean: expected a floating point input, got ", dtype_name(a.dtype()),
              "; convert with .to(kiln::kFloat32)");

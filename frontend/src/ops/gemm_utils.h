@@ -1,0 +1,34 @@
+// gemm_utils.h (internal) - which element type eager matmul/bmm multiply in.
+#pragma once
+
+#include "kiln/runtime/Gemm.h"
+#include "kiln/tensor.h"
+#include "../trace.h"
+
+namespace kiln::gemm {
+
+/// The dtype a GEMM with result dtype `result` (promote_types of the
+/// operands) computes in: float64 in float64; bfloat16 (or float16) x the
+/// same type natively through runtime::gemm16 when oneDNN supports it on
+/// this CPU (float32 accumulation, one rounding of the result), except while
+/// kiln::compile traces (the compiler's matmul is float32, so the trace
+/// shows convert -> f32 matmul -> convert, which gives the same values up to
+/// summation order); everything else in float32 (sgemm).
+inline DType compute_type(DType result) {
+  if (result == kFloat64) return kFloat64;
+  if ((result == kBFloat16 || result == kFloat16) && !trace::active() && runtime::gemm16_supported(result))
+    return result;
+  return kFloat32;
+}
+
+/// Matrix `batch` of a 16-bit [B, R, C] tensor (or the whole 2-D tensor,
+/// batch 0) as a strided view.
+inline runtime::Matrix16View matrix16_view(const Tensor &t, int64_t batch = 0) {
+  const uint16_t *base =
+      static_cast<const uint16_t *>(t.impl()->storage->data()) + t.storage_offset();
+  const int64_t d = t.dim();
+  return runtime::Matrix16View{base + (d == 3 ? batch * t.stride(0) : 0), t.size(d - 2), t.size(d - 1),
+                               t.stride(d - 2), t.stride(d - 1)};
+}
+
+}  // namespace kiln::gemm
