@@ -1,8 +1,7 @@
 // kiln::compile of a model called under autocast: the casts eager autocast
 // inserts are ordinary Tensor::to ops, so the tracer records them as
 // conversions and the compiled forward/backward match eager autocast.
-// (kiln::compile does not key its cache on autocast_enabled()/dtype() yet:
-// this test calls the compiled module under autocast only.)
+// (The autocast state is a guard: CompileGuards.AutocastStateIsAGuard.)
 #include <cmath>
 
 #include <gtest/gtest.h>

@@ -37,9 +37,9 @@
 // avg_pool2d) keep their input dtype as in PyTorch. PyTorch's weight-cast
 // cache (cache_enabled) is not implemented: each use casts again.
 // kiln::compile traces whatever autocast casts (tests/frontend/
-// amp_compile_test.cpp) but does not key its cache on autocast_enabled() /
-// autocast_dtype() yet: call one compiled module either always or never
-// under autocast.
+// amp_compile_test.cpp) and keys its cache on autocast_enabled() /
+// autocast_dtype(), so one compiled module serves calls with and without
+// autocast (an artifact each).
 //
 // Differences from PyTorch 1.13's CPU autocast, whose fp32 list holds only
 // the losses (cross_entropy, nll_loss, mse_loss, BCE-with-logits, ...):
