@@ -17,6 +17,8 @@
 // mode; the parameters' requires_grad flags. Random ops (dropout) are graph
 // inputs redrawn from the default generator on every call, so compiled and
 // eager runs with the same seed use the same masks.
+// Memory: CompileOptions::memory_budget trades saved activations for
+// recomputation in backward (passes/README.md, kiln-remat).
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
 // KILN_LOG=recompiles prints which guard changed when a new artifact is compiled.
 #pragma once
@@ -36,6 +38,19 @@ struct CompileOptions {
   /// Compiled artifacts kept per module (torch._dynamo's cache_size_limit);
   /// beyond it new guard keys run eagerly, with one warning.
   int cache_size_limit = 8;
+  /// Activation checkpointing by min-cut rematerialization (the kiln-remat
+  /// pass; torch._functorch.config.activation_memory_budget). In [0, 1]:
+  /// 1 saves what the min-cut over cheap ops (pointwise, views, casts) saves,
+  /// recomputing those in backward; 0 saves nothing but the inputs and
+  /// recomputes the whole forward (matmuls included) in backward; in between
+  /// the saved bytes stay <= min + memory_budget * (max - min), recomputing
+  /// the matmuls that cost the fewest FLOPs. Dropout masks are graph inputs,
+  /// so recomputation reuses them bit for bit. Outside [0, 1] (or NaN):
+  /// kiln::Error from compile().
+  double memory_budget = 1.0;
+  /// false: no kiln-remat; backward loads every forward value it needs except
+  /// views and constants (AOTAutograd's default_partition).
+  bool remat = true;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).
@@ -44,6 +59,9 @@ struct CompileStats {
   int cache_hits = 0; ///< calls served by a cached artifact
   int num_fusions = 0;       ///< kernels in the last artifact
   int64_t arena_bytes = 0;   ///< planned intermediate bytes of the last forward+backward
+  int64_t forward_arena_bytes = 0, backward_arena_bytes = 0;  ///< the two parts of arena_bytes
+  int64_t saved_bytes = 0;      ///< bytes the last forward saves for backward (not counting its outputs)
+  int64_t recompute_flops = 0;  ///< FLOPs the last backward spends recomputing forward ops
   double last_compile_seconds = 0.0;
   int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
 };
@@ -75,6 +93,8 @@ private:
 /// Runs `model` on `input` (compiling for that guard key if needed) and
 /// returns a report: the guards, recompiles and their reasons so far, the
 /// fusion groups of the forward and backward (ops, bytes read/written), the
+/// values saved for backward (count, bytes) and the forward ops backward
+/// recomputes (count per op, FLOPs; see memory_budget), the
 /// memory plan (planned arena bytes per function), kernel-cache use and
 /// compile time. Graph breaks: none exist; an uncapturable op throws
 /// kiln::Error naming it. Also printed to stderr when `print` is set.
