@@ -14,6 +14,13 @@
 // itself with OPENBLAS_CORETYPE=SkylakeX when it is missing (as
 // bench_ops.cpp). When kiln::compile cannot capture the model yet, the
 // compiled benchmark is skipped with the compiler's message.
+//
+// Checkpoint rematerialization: BM_KilnGptStepBudget/budget_pct:{100,50,0}
+// (CompileOptions::memory_budget 1.0 / 0.5 / 0.0) and BM_KilnGptStepNoRemat
+// report saved_bytes, both planned arenas, peak_activation_bytes (saved +
+// max(forward arena, backward arena)) and recompute_flops; see
+// bench/README.md and bench/remat_table.py.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -64,12 +71,14 @@ private:
   std::shared_ptr<kn::Linear> q_, k_, v_, out_, fc_, proj_;
 };
 
-void kiln_train_step(benchmark::State &state, bool compiled) {
+/// `options` null: eager; else kiln::compile with these options.
+void kiln_train_step(benchmark::State &state, const kiln::CompileOptions *options) {
   kiln::manual_seed(0);
   auto blocks = std::make_shared<kn::Sequential>();
   for (int64_t i = 0; i < kLayers; ++i) blocks->push_back(std::make_shared<KilnBlock>());
   std::shared_ptr<kn::Module> model = blocks;
-  if (compiled) model = kiln::compile(blocks);
+  std::shared_ptr<kiln::CompiledModule> compiled;
+  if (options) model = compiled = kiln::compile(blocks, *options);
   kiln::optim::AdamW opt(model->parameters(), kiln::optim::AdamWOptions(kLr));
   kiln::Tensor x = kiln::randn({kBatch, kContext, kDModel}), target = kiln::randn({kBatch, kContext, kDModel});
   auto step = [&] {
@@ -90,11 +99,39 @@ void kiln_train_step(benchmark::State &state, bool compiled) {
   const int64_t base = alloc.stats().current_bytes;
   for (auto _ : state) benchmark::DoNotOptimize(step());
   state.counters["peak_step_bytes"] = static_cast<double>(alloc.stats().peak_bytes - base);
+  if (compiled) {
+    // Activation memory of the compiled step, from the executables' memory
+    // plans: what forward saves for backward (held from the end of forward
+    // to the end of backward) plus the larger of the two planned arenas
+    // (each live only while its function runs).
+    const kiln::CompileStats &s = compiled->stats();
+    state.counters["saved_bytes"] = static_cast<double>(s.saved_bytes);
+    state.counters["forward_arena_bytes"] = static_cast<double>(s.forward_arena_bytes);
+    state.counters["backward_arena_bytes"] = static_cast<double>(s.backward_arena_bytes);
+    state.counters["peak_activation_bytes"] =
+        static_cast<double>(s.saved_bytes + std::max(s.forward_arena_bytes, s.backward_arena_bytes));
+    state.counters["recompute_flops"] = static_cast<double>(s.recompute_flops);
+  }
   state.SetItemsProcessed(state.iterations() * kBatch * kContext);  // tokens
 }
 
-void BM_KilnGptStepEager(benchmark::State &state) { kiln_train_step(state, false); }
-void BM_KilnGptStepCompiled(benchmark::State &state) { kiln_train_step(state, true); }
+void BM_KilnGptStepEager(benchmark::State &state) { kiln_train_step(state, nullptr); }
+void BM_KilnGptStepCompiled(benchmark::State &state) {
+  const kiln::CompileOptions options;
+  kiln_train_step(state, &options);
+}
+/// kiln::compile with CompileOptions::memory_budget = range(0) / 100.
+void BM_KilnGptStepBudget(benchmark::State &state) {
+  kiln::CompileOptions options;
+  options.memory_budget = static_cast<double>(state.range(0)) / 100.0;
+  kiln_train_step(state, &options);
+}
+/// kiln::compile without kiln-remat (save every forward value backward reads).
+void BM_KilnGptStepNoRemat(benchmark::State &state) {
+  kiln::CompileOptions options;
+  options.remat = false;
+  kiln_train_step(state, &options);
+}
 
 #ifdef KILN_HAVE_LIBTORCH
 // ---- LibTorch -------------------------------------------------------------------
@@ -151,6 +188,8 @@ void BM_TorchGptStepEager(benchmark::State &state) {
 
 BENCHMARK(BM_KilnGptStepEager)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_KilnGptStepCompiled)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_KilnGptStepBudget)->ArgName("budget_pct")->Arg(100)->Arg(50)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_KilnGptStepNoRemat)->Unit(benchmark::kMillisecond);
 #ifdef KILN_HAVE_LIBTORCH
 BENCHMARK(BM_TorchGptStepEager)->Unit(benchmark::kMillisecond);
 #endif

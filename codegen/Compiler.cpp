@@ -167,6 +167,8 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
     return fail("buildModule", message);
   passes::PipelineOptions pipeline;
   pipeline.dump_ir_dir = options.dump_ir_dir;
+  pipeline.remat = options.remat;
+  pipeline.memory_budget = options.memory_budget;
   if (failed(passes::runPipeline(*module, pipeline, &message)))
     return fail("pipeline", message);
 
@@ -237,6 +239,14 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   result.num_forward_outputs =
       static_cast<int>(intAttr(forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
   result.num_saved = static_cast<int>(intAttr(forward, "kiln.num_saved", 0));
+  result.saved_bytes = intAttr(forward, "kiln.saved_bytes", 0);
+  if (backward) {
+    result.recompute_flops = intAttr(backward, "kiln.recompute_flops", 0);
+    if (auto recomputed = backward->getAttrOfType<DictionaryAttr>("kiln.recomputed"))
+      for (NamedAttribute entry : recomputed)
+        if (auto count = dyn_cast<IntegerAttr>(entry.getValue()))
+          result.recomputed_ops.emplace_back(entry.getName().str(), count.getInt());
+  }
   result.compile_seconds = secondsSince(start);
   if (logCache())
     llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels (" << result.num_distinct_kernels

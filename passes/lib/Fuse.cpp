@@ -18,7 +18,6 @@
 #include "kiln/ir/KilnOps.h"
 #include "kiln/passes/Passes.h"
 
-#include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -28,7 +27,10 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
+#include <functional>
 #include <optional>
+#include <queue>
+#include <vector>
 
 #define DEBUG_TYPE "kiln-fuse"
 
@@ -395,6 +397,53 @@ static void wrapLeftoverConstants(mlir::Block &block) {
   }
 }
 
+/// Sorts `block` topologically, keeping every op as close to its old
+/// position as possible: Kahn's algorithm that always takes, among the ready
+/// ops, the one that came first. An op that used an earlier member of a
+/// multi-output fusion lands right after the fusion. (mlir::sortTopologically
+/// instead leaves a not-yet-ready op behind every op that is ready in the
+/// same sweep, which can push it, and the buffers it keeps alive, far down
+/// the block.) Returns false on a cycle.
+static bool sortNearOriginalOrder(mlir::Block &block) {
+  std::vector<mlir::Operation *> ops;
+  llvm::DenseMap<mlir::Operation *, unsigned> index;
+  for (mlir::Operation &op : block) {
+    index[&op] = static_cast<unsigned>(ops.size());
+    ops.push_back(&op);
+  }
+  std::vector<unsigned> pending(ops.size(), 0);
+  std::vector<llvm::SmallVector<unsigned>> users(ops.size());
+  for (unsigned i = 0; i < ops.size(); ++i) {
+    llvm::SetVector<unsigned> producers;
+    ops[i]->walk([&](mlir::Operation *nested) {
+      for (mlir::Value operand : nested->getOperands())
+        if (mlir::Operation *def = operand.getDefiningOp(); def && def->getBlock() == &block && def != ops[i])
+          producers.insert(index.lookup(def));
+    });
+    pending[i] = static_cast<unsigned>(producers.size());
+    for (unsigned p : producers)
+      users[p].push_back(i);
+  }
+  std::priority_queue<unsigned, std::vector<unsigned>, std::greater<unsigned>> ready;
+  for (unsigned i = 0; i < ops.size(); ++i)
+    if (pending[i] == 0)
+      ready.push(i);
+  std::vector<unsigned> order;
+  while (!ready.empty()) {
+    unsigned i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (unsigned u : users[i])
+      if (--pending[u] == 0)
+        ready.push(u);
+  }
+  if (order.size() != ops.size())
+    return false;
+  for (unsigned i : order)
+    ops[i]->moveBefore(&block, block.end());
+  return true;
+}
+
 static mlir::LogicalResult fuseFunction(mlir::func::FuncOp func, const FuseOptions &options) {
   for (mlir::Block &block : func.getBody()) {
     FusionGraph graph(block, options);
@@ -407,7 +456,7 @@ static mlir::LogicalResult fuseFunction(mlir::func::FuncOp func, const FuseOptio
     for (const auto &group : groups)
       outlineGroup(group);
     wrapLeftoverConstants(block);
-    if (!mlir::sortTopologically(&block))
+    if (!sortNearOriginalOrder(block))
       return func.emitError("kiln-fuse: fusion groups form a cycle (internal error)");
   }
   return mlir::success();

@@ -1,10 +1,15 @@
 // kiln-partition: split func @joint into @forward and @backward.
 //
-// Recipe: find @joint; mark the forward set (backward slice of the forward
-// outputs) and the backward set (slice of the gradient outputs minus the
-// forward set); decide for every forward value backward uses whether to
-// re-materialize it (layout ops and constants over primals) or save it;
-// build @forward and @backward by cloning in program order; erase @joint.
+// Recipe: slice @joint (JointGraph.h: forward set = backward slice of the
+// forward outputs, backward set = slice of the gradients minus the forward
+// set); decide for every forward value backward uses whether to recompute
+// it in @backward or save it (kiln-remat's `kiln.saved` marks when present,
+// else: re-materialize layout ops and constants over primals, save the
+// rest); build @forward by cloning in program order and @backward with each
+// recomputed op just before its first user; report saved bytes and
+// recompute FLOPs; erase @joint.
+#include "JointGraph.h"
+
 #include "kiln/ir/KilnOps.h"
 #include "kiln/passes/Passes.h"
 
@@ -13,6 +18,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
@@ -26,29 +32,11 @@ namespace kiln::passes {
 namespace kiln::passes {
 namespace {
 
-using OpSet = llvm::DenseSet<mlir::Operation *>;
-
-static bool isTangent(mlir::func::FuncOp func, unsigned index) {
-  auto role = func.getArgAttrOfType<mlir::StringAttr>(index, "kiln.role");
-  return role && role.getValue() == "tangent";
-}
-
-/// Adds to `slice` every op (of the function body) that `roots` depend on.
-static void collectAncestors(llvm::ArrayRef<mlir::Value> roots, OpSet &slice) {
-  llvm::SmallVector<mlir::Value> worklist(roots.begin(), roots.end());
-  while (!worklist.empty()) {
-    mlir::Operation *op = worklist.pop_back_val().getDefiningOp();
-    if (!op || !slice.insert(op).second)
-      continue;
-    for (mlir::Value operand : op->getOperands())
-      worklist.push_back(operand);
-  }
-}
-
 /// The function split: which forward values backward recomputes or loads.
 struct Split {
   OpSet forward;                      // ops of @forward
   OpSet backward;                     // ops of @backward (incl. re-materialized)
+  OpSet recomputed;                   // forward ops cloned into @backward
   llvm::SetVector<mlir::Value> saved; // program order
 };
 
@@ -60,22 +48,26 @@ public:
 
 private:
   bool canRematerialize(mlir::Value value);
-  void rematerialize(mlir::Value value, Split &split);
-  mlir::LogicalResult computeSplit(Split &split);
+  bool shouldRecompute(mlir::Value value);
+  void require(mlir::Value value, Split &split, llvm::DenseSet<mlir::Value> &toSave);
+  void computeSplit(Split &split);
   mlir::func::FuncOp buildForward(mlir::OpBuilder &builder, const Split &split);
   mlir::func::FuncOp buildBackward(mlir::OpBuilder &builder, const Split &split);
+  void annotate(mlir::OpBuilder &builder, mlir::func::FuncOp forward, mlir::func::FuncOp backward, const Split &split);
 
   mlir::func::FuncOp joint_;
-  unsigned numForwardOutputs_ = 0;
+  JointSlices slices_;
+  /// kiln-remat ran: follow its `kiln.saved` marks instead of rule 3.
+  bool annotated_ = false;
   llvm::DenseMap<mlir::Value, bool> rematCache_;
-  OpSet forwardOps_;
 };
 
-/// A forward value is re-materialized when it is a primal argument, or a
-/// layout op / constant whose operands can all be re-materialized.
+/// Rule 3 without kiln-remat: a forward value is re-materialized when it is
+/// a primal argument, or a layout op / constant whose operands can all be
+/// re-materialized.
 bool Partitioner::canRematerialize(mlir::Value value) {
   if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(value))
-    return !isTangent(joint_, arg.getArgNumber());
+    return !isTangentArgument(joint_, arg.getArgNumber());
   auto found = rematCache_.find(value);
   if (found != rematCache_.end())
     return found->second;
@@ -86,65 +78,49 @@ bool Partitioner::canRematerialize(mlir::Value value) {
   return result;
 }
 
-void Partitioner::rematerialize(mlir::Value value, Split &split) {
-  mlir::Operation *op = value.getDefiningOp();
-  if (!op || !split.backward.insert(op).second)
-    return;
-  for (mlir::Value operand : op->getOperands())
-    rematerialize(operand, split);
+/// Whether backward recomputes forward value `value` (else it is saved).
+/// After kiln-remat: every value is recomputed except forward outputs and
+/// results of ops marked `kiln.saved`.
+bool Partitioner::shouldRecompute(mlir::Value value) {
+  if (!annotated_)
+    return canRematerialize(value);
+  return !slices_.forwardOutputs.contains(value) && !value.getDefiningOp()->hasAttr("kiln.saved");
 }
 
-mlir::LogicalResult Partitioner::computeSplit(Split &split) {
-  auto ret = mlir::cast<mlir::func::ReturnOp>(joint_.getBody().front().getTerminator());
-  auto outputs = ret.getOperands();
-  for (mlir::Value output : outputs.take_front(numForwardOutputs_))
-    if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(output))
-      if (isTangent(joint_, arg.getArgNumber()))
-        return ret.emitOpError() << "returns tangent argument #" << arg.getArgNumber() << " as a forward output";
-  collectAncestors(llvm::to_vector(outputs.take_front(numForwardOutputs_)), split.forward);
-  for (mlir::Operation &op : joint_.getBody().front().without_terminator()) {
-    if (!split.forward.contains(&op))
+/// Makes forward value `value` available to @backward: saved, or recomputed
+/// there together with what it needs.
+void Partitioner::require(mlir::Value value, Split &split, llvm::DenseSet<mlir::Value> &toSave) {
+  llvm::SmallVector<mlir::Value> worklist{value};
+  while (!worklist.empty()) {
+    mlir::Value v = worklist.pop_back_val();
+    mlir::Operation *producer = v.getDefiningOp();
+    if (!producer || !split.forward.contains(producer) || split.backward.contains(producer) || toSave.contains(v))
+      continue; // an argument, computed in backward anyway, or decided
+    if (!shouldRecompute(v)) {
+      toSave.insert(v);
       continue;
-    for (mlir::Value operand : op.getOperands())
-      if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(operand))
-        if (isTangent(joint_, arg.getArgNumber()))
-          return op.emitOpError() << "computes a forward output but uses tangent argument #" << arg.getArgNumber();
+    }
+    split.backward.insert(producer);
+    split.recomputed.insert(producer);
+    for (mlir::Value operand : producer->getOperands())
+      worklist.push_back(operand);
   }
+}
 
-  OpSet gradientSlice;
-  collectAncestors(llvm::to_vector(outputs.drop_front(numForwardOutputs_)), gradientSlice);
-  for (mlir::Operation *op : gradientSlice)
-    if (!split.forward.contains(op))
-      split.backward.insert(op);
-
-  // Forward values that backward needs: its ops' operands and the gradients
-  // returned directly.
-  llvm::SmallVector<mlir::Value> needed;
-  for (mlir::Operation &op : joint_.getBody().front().without_terminator())
-    if (split.backward.contains(&op))
-      for (mlir::Value operand : op.getOperands())
-        needed.push_back(operand);
-  for (mlir::Value gradient : outputs.drop_front(numForwardOutputs_))
-    needed.push_back(gradient);
-
+void Partitioner::computeSplit(Split &split) {
+  split.forward = slices_.forward;
+  split.backward = slices_.backward;
   llvm::DenseSet<mlir::Value> toSave;
-  for (mlir::Value value : needed) {
-    mlir::Operation *producer = value.getDefiningOp();
-    if (!producer || !split.forward.contains(producer))
-      continue; // an argument, or computed in backward anyway
-    if (canRematerialize(value))
-      rematerialize(value, split);
-    else
-      toSave.insert(value);
-  }
+  for (mlir::Value value : slices_.needed)
+    require(value, split, toSave);
   // Saved values in program order.
   for (mlir::Operation &op : joint_.getBody().front().without_terminator())
     for (mlir::Value result : op.getResults())
       if (toSave.contains(result))
         split.saved.insert(result);
   LLVM_DEBUG(llvm::dbgs() << "kiln-partition: " << split.forward.size() << " forward ops, " << split.backward.size()
-                          << " backward ops, " << split.saved.size() << " saved\n");
-  return mlir::success();
+                          << " backward ops (" << split.recomputed.size() << " recomputed), " << split.saved.size()
+                          << " saved\n");
 }
 
 /// Clones the ops of `body` that are in `ops` (program order) with `mapping`.
@@ -154,24 +130,46 @@ static void cloneInOrder(mlir::OpBuilder &builder, mlir::Block &body, const OpSe
       builder.clone(op, mapping);
 }
 
+/// Clones `root` after the recomputed ops it needs that are not cloned yet
+/// (depth first, operands in order): each recomputed op lands just before
+/// its first user, so recomputed activations are not all live at once (as
+/// PyTorch's reordering_to_mimic_autograd_engine).
+static void cloneWithRecomputedOperands(mlir::OpBuilder &builder, mlir::Operation *root, const OpSet &recomputed,
+                                        mlir::IRMapping &mapping, OpSet &cloned) {
+  llvm::SmallVector<std::pair<mlir::Operation *, unsigned>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto &[op, next] = stack.back();
+    if (next < op->getNumOperands()) {
+      mlir::Operation *producer = op->getOperand(next++).getDefiningOp();
+      if (producer && recomputed.contains(producer) && !cloned.contains(producer)) {
+        cloned.insert(producer);
+        stack.push_back({producer, 0});
+      }
+      continue;
+    }
+    builder.clone(*op, mapping);
+    stack.pop_back();
+  }
+}
+
 mlir::func::FuncOp Partitioner::buildForward(mlir::OpBuilder &builder, const Split &split) {
   mlir::Block &body = joint_.getBody().front();
   auto ret = mlir::cast<mlir::func::ReturnOp>(body.getTerminator());
   llvm::SmallVector<mlir::Type> argTypes, resultTypes;
   llvm::SmallVector<unsigned> primalIndices;
   for (mlir::BlockArgument arg : body.getArguments())
-    if (!isTangent(joint_, arg.getArgNumber())) {
+    if (!isTangentArgument(joint_, arg.getArgNumber())) {
       argTypes.push_back(arg.getType());
       primalIndices.push_back(arg.getArgNumber());
     }
-  llvm::SmallVector<mlir::Value> results(ret.getOperands().take_front(numForwardOutputs_));
+  llvm::SmallVector<mlir::Value> results(ret.getOperands().take_front(slices_.numForwardOutputs));
   results.append(split.saved.begin(), split.saved.end());
   for (mlir::Value value : results)
     resultTypes.push_back(value.getType());
 
   auto func =
       builder.create<mlir::func::FuncOp>(joint_.getLoc(), "forward", builder.getFunctionType(argTypes, resultTypes));
-  func->setAttr("kiln.num_forward_outputs", builder.getI64IntegerAttr(numForwardOutputs_));
+  func->setAttr("kiln.num_forward_outputs", builder.getI64IntegerAttr(slices_.numForwardOutputs));
   func->setAttr("kiln.num_saved", builder.getI64IntegerAttr(split.saved.size()));
   mlir::Block *entry = func.addEntryBlock();
   mlir::IRMapping mapping;
@@ -196,7 +194,7 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
   llvm::SmallVector<mlir::Value> oldArgs;
   llvm::SmallVector<llvm::StringRef> roles;
   for (mlir::BlockArgument arg : body.getArguments())
-    if (!isTangent(joint_, arg.getArgNumber())) {
+    if (!isTangentArgument(joint_, arg.getArgNumber())) {
       oldArgs.push_back(arg);
       roles.push_back("primal");
     }
@@ -205,14 +203,14 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
     roles.push_back("saved");
   }
   for (mlir::BlockArgument arg : body.getArguments())
-    if (isTangent(joint_, arg.getArgNumber())) {
+    if (isTangentArgument(joint_, arg.getArgNumber())) {
       oldArgs.push_back(arg);
       roles.push_back("tangent");
     }
   llvm::SmallVector<mlir::Type> argTypes, resultTypes;
   for (mlir::Value value : oldArgs)
     argTypes.push_back(value.getType());
-  auto gradients = ret.getOperands().drop_front(numForwardOutputs_);
+  auto gradients = ret.getOperands().drop_front(slices_.numForwardOutputs);
   for (mlir::Value value : gradients)
     resultTypes.push_back(value.getType());
 
@@ -227,7 +225,14 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
   }
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(entry);
-  cloneInOrder(builder, body, split.backward, mapping);
+  OpSet cloned;
+  for (mlir::Operation &op : body.without_terminator())
+    if (split.backward.contains(&op) && !split.recomputed.contains(&op))
+      cloneWithRecomputedOperands(builder, &op, split.recomputed, mapping, cloned);
+  for (mlir::Value value : gradients)
+    if (mlir::Operation *producer = value.getDefiningOp())
+      if (split.recomputed.contains(producer) && cloned.insert(producer).second)
+        cloneWithRecomputedOperands(builder, producer, split.recomputed, mapping, cloned);
   llvm::SmallVector<mlir::Value> mapped;
   for (mlir::Value value : gradients)
     mapped.push_back(mapping.lookup(value));
@@ -235,38 +240,54 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
   return func;
 }
 
-mlir::LogicalResult Partitioner::run() {
-  if (!llvm::hasSingleElement(joint_.getBody()))
-    return joint_.emitOpError() << "@joint must have a single block";
-  auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(joint_.getBody().front().getTerminator());
-  if (!ret)
-    return joint_.emitOpError() << "@joint must end with func.return";
-  unsigned numResults = ret.getNumOperands();
-  numForwardOutputs_ = numResults;
-  if (auto attr = joint_->getAttrOfType<mlir::IntegerAttr>("kiln.num_forward_outputs")) {
-    int64_t value = attr.getInt();
-    if (value < 0 || value > static_cast<int64_t>(numResults))
-      return joint_.emitOpError() << "kiln.num_forward_outputs = " << value << " but @joint has " << numResults
-                                  << " results";
-    numForwardOutputs_ = static_cast<unsigned>(value);
-  }
-  bool hasTangents = false;
-  for (unsigned i = 0; i < joint_.getNumArguments(); ++i)
-    hasTangents |= isTangent(joint_, i);
+/// Reports on the new functions: `kiln.saved_bytes` (bytes of the saved
+/// values that are not forward outputs) on both; on @backward
+/// `kiln.recomputed` (forward op name -> count cloned into it) and
+/// `kiln.recompute_flops` (their FLOPs, JointGraph.h's model). Removes
+/// kiln-remat's marks from the clones.
+void Partitioner::annotate(mlir::OpBuilder &builder, mlir::func::FuncOp forward, mlir::func::FuncOp backward,
+                           const Split &split) {
+  int64_t savedBytes = 0;
+  for (mlir::Value value : split.saved)
+    if (!slices_.forwardOutputs.contains(value))
+      savedBytes += valueBytes(value);
+  int64_t flops = 0;
+  llvm::MapVector<llvm::StringRef, int64_t> counts;
+  for (mlir::Operation &op : joint_.getBody().front().without_terminator())
+    if (split.recomputed.contains(&op)) {
+      flops += opFlops(&op);
+      counts[op.getName().getStringRef()]++;
+    }
+  llvm::SmallVector<mlir::NamedAttribute> entries;
+  for (auto [name, count] : counts)
+    entries.push_back(builder.getNamedAttr(name, builder.getI64IntegerAttr(count)));
+  forward->setAttr("kiln.saved_bytes", builder.getI64IntegerAttr(savedBytes));
+  backward->setAttr("kiln.saved_bytes", builder.getI64IntegerAttr(savedBytes));
+  backward->setAttr("kiln.recomputed", builder.getDictionaryAttr(entries));
+  backward->setAttr("kiln.recompute_flops", builder.getI64IntegerAttr(flops));
+  for (mlir::func::FuncOp func : {forward, backward})
+    func.walk([](mlir::Operation *op) { op->removeAttr("kiln.saved"); });
+}
 
+mlir::LogicalResult Partitioner::run() {
+  if (mlir::failed(analyzeJoint(joint_, slices_)))
+    return mlir::failure();
+  annotated_ = joint_->hasAttr("kiln.memory_budget");
   mlir::OpBuilder builder(joint_);
-  if (!hasTangents && numForwardOutputs_ == numResults) {
+  if (slices_.forwardOnly) {
     // Forward-only graph: nothing to split.
     joint_.setSymName("forward");
-    joint_->setAttr("kiln.num_forward_outputs", builder.getI64IntegerAttr(numForwardOutputs_));
+    joint_->removeAttr("kiln.memory_budget");
+    joint_->setAttr("kiln.num_forward_outputs", builder.getI64IntegerAttr(slices_.numForwardOutputs));
     joint_->setAttr("kiln.num_saved", builder.getI64IntegerAttr(0));
+    joint_.walk([](mlir::Operation *op) { op->removeAttr("kiln.saved"); });
     return mlir::success();
   }
   Split split;
-  if (mlir::failed(computeSplit(split)))
-    return mlir::failure();
-  buildForward(builder, split);
-  buildBackward(builder, split);
+  computeSplit(split);
+  mlir::func::FuncOp forward = buildForward(builder, split);
+  mlir::func::FuncOp backward = buildBackward(builder, split);
+  annotate(builder, forward, backward, split);
   joint_.erase();
   return mlir::success();
 }

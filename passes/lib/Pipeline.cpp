@@ -18,15 +18,21 @@ namespace {
 
 struct Stage {
   const char *name;
-  void (*addPasses)(mlir::OpPassManager &pm);
+  void (*addPasses)(mlir::OpPassManager &pm, const PipelineOptions &options);
 };
 
 /// THE pipeline. Each stage's IR is dumped under its name.
 const Stage kStages[] = {
-    {"canonicalize", [](mlir::OpPassManager &pm) { pm.addPass(mlir::createCanonicalizerPass()); }},
-    {"cse", [](mlir::OpPassManager &pm) { pm.addPass(mlir::createCSEPass()); }},
-    {"partition", [](mlir::OpPassManager &pm) { pm.addPass(createKilnPartitionPass()); }},
-    {"fuse", [](mlir::OpPassManager &pm) { pm.addPass(createKilnFusePass()); }},
+    {"canonicalize",
+     [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(mlir::createCanonicalizerPass()); }},
+    {"cse", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(mlir::createCSEPass()); }},
+    {"remat",
+     [](mlir::OpPassManager &pm, const PipelineOptions &options) {
+       if (options.remat)
+         pm.addPass(createKilnRematPass(KilnRematPassOptions{options.memory_budget}));
+     }},
+    {"partition", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(createKilnPartitionPass()); }},
+    {"fuse", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(createKilnFusePass()); }},
 };
 
 /// Writes `module` to `<dir>/<NN>-<name>.mlir`.
@@ -76,7 +82,7 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions &op
   int index = 1;
   for (const Stage &stage : kStages) {
     mlir::PassManager pm(module.getContext());
-    stage.addPasses(pm);
+    stage.addPasses(pm, options);
     if (mlir::failed(pm.run(module)))
       return fail(std::string("stage '") + stage.name + "' failed");
     if (dump && !dumpModule(module, options.dump_ir_dir, index, stage.name, &message))

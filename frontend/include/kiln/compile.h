@@ -38,6 +38,8 @@
 // same kernels, without tracing or LLVM (CompileStats::dynamic_instantiations).
 // If the traces do not fit (different ops, a size like s + 1, a tensor
 // created inside forward with a size-dependent shape), the dim stays static.
+// Memory: CompileOptions::memory_budget trades saved activations for
+// recomputation in backward (passes/README.md, kiln-remat).
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
 // KILN_LOG=recompiles prints which guard changed when a new artifact is
 // compiled, when a dim becomes dynamic and when a size reuses it.
@@ -64,6 +66,19 @@ struct CompileOptions {
   /// shape-generic kernels (`?` dims), and every later size of it reuses them
   /// (CompileStats::dynamic_instantiations) without tracing or LLVM.
   bool automatic_dynamic_shapes = true;
+  /// Activation checkpointing by min-cut rematerialization (the kiln-remat
+  /// pass; torch._functorch.config.activation_memory_budget). In [0, 1]:
+  /// 1 saves what the min-cut over cheap ops (pointwise, views, casts) saves,
+  /// recomputing those in backward; 0 saves nothing but the inputs and
+  /// recomputes the whole forward (matmuls included) in backward; in between
+  /// the saved bytes stay <= min + memory_budget * (max - min), recomputing
+  /// the matmuls that cost the fewest FLOPs. Dropout masks are graph inputs,
+  /// so recomputation reuses them bit for bit. Outside [0, 1] (or NaN):
+  /// kiln::Error from compile().
+  double memory_budget = 1.0;
+  /// false: no kiln-remat; backward loads every forward value it needs except
+  /// views and constants (AOTAutograd's default_partition).
+  bool remat = true;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).
@@ -72,6 +87,9 @@ struct CompileStats {
   int cache_hits = 0; ///< calls served by a cached artifact
   int num_fusions = 0;       ///< kernels in the last artifact
   int64_t arena_bytes = 0;   ///< planned intermediate bytes of the last forward+backward
+  int64_t forward_arena_bytes = 0, backward_arena_bytes = 0;  ///< the two parts of arena_bytes
+  int64_t saved_bytes = 0;      ///< bytes the last forward saves for backward (not counting its outputs)
+  int64_t recompute_flops = 0;  ///< FLOPs the last backward spends recomputing forward ops
   double last_compile_seconds = 0.0;
   int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
@@ -129,6 +147,8 @@ private:
 /// Runs `model` on `input` (compiling for that guard key if needed) and
 /// returns a report: the guards, recompiles and their reasons so far, the
 /// fusion groups of the forward and backward (ops, bytes read/written), the
+/// values saved for backward (count, bytes) and the forward ops backward
+/// recomputes (count per op, FLOPs; see memory_budget), the
 /// memory plan (planned arena bytes per function), kernel-cache use and
 /// compile time. For a module with graph breaks: the ops it breaks at and the
 /// segments compiled. Also printed to stderr when `print` is set.

@@ -229,6 +229,8 @@ std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const
 codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
                                         const CompileStats &stats) {
   codegen::CompileOptions copts;
+  copts.remat = options.remat;
+  copts.memory_budget = options.memory_budget;
   // One folder per compiled graph: <dir>/<Module>-<n>/NN-<stage>.mlir.
   if (!options.dump_ir_dir.empty())
     copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
@@ -238,8 +240,11 @@ codegen::CompileOptions codegen_options(const nn::Module &module, const CompileO
 void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats) {
   stats.last_compile_seconds = seconds;
   stats.num_fusions = static_cast<int>(artifact.graph.fusions.size());
-  stats.arena_bytes =
-      artifact.graph.forward->arena_bytes() + (artifact.graph.backward ? artifact.graph.backward->arena_bytes() : 0);
+  stats.forward_arena_bytes = artifact.graph.forward->arena_bytes();
+  stats.backward_arena_bytes = artifact.graph.backward ? artifact.graph.backward->arena_bytes() : 0;
+  stats.arena_bytes = stats.forward_arena_bytes + stats.backward_arena_bytes;
+  stats.saved_bytes = artifact.graph.saved_bytes;
+  stats.recompute_flops = artifact.graph.recompute_flops;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -341,6 +346,9 @@ struct CompiledModule::Guard {
 CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
   KILN_CHECK(module_ != nullptr, "kiln::compile: module is null");
+  KILN_CHECK(options_.memory_budget >= 0.0 && options_.memory_budget <= 1.0,
+             "kiln::compile: CompileOptions::memory_budget = ", options_.memory_budget,
+             " is outside [0, 1] (1 = save what the min-cut saves, 0 = recompute everything)");
   if (options_.dump_ir_dir.empty())
     if (const char *env = std::getenv("KILN_DUMP_IR")) options_.dump_ir_dir = env;
   register_module("_orig_mod", module_);
@@ -690,8 +698,23 @@ std::string CompiledModule::describe(const Tensor &input) const {
   os << "  compile: " << g.compile_seconds << " s (frontend " << g.frontend_seconds << ", MLIR lowering "
      << g.mlir_lowering_seconds << ", LLVM " << g.llvm_seconds << ")" << (g.kernel_cache_hit ? ", kernel cache hit" : "")
      << "\n";
-  os << "  saved for backward: " << g.num_saved << " values; random inputs (dropout masks): "
-     << it->second->random_draws.size() << "\n";
+  os << "  saved for backward: " << g.num_saved << " values, " << g.saved_bytes
+     << " bytes; random inputs (dropout masks): " << it->second->random_draws.size() << "\n";
+  os << "  rematerialization: ";
+  if (options_.remat)
+    os << "memory budget " << options_.memory_budget;
+  else
+    os << "off";
+  os << "; backward recomputes ";
+  int64_t recomputed = 0;
+  for (const auto &[op, count] : g.recomputed_ops) recomputed += count;
+  os << recomputed << " forward ops, " << g.recompute_flops << " FLOPs";
+  const char *sep = " (";
+  for (const auto &[op, count] : g.recomputed_ops) {
+    os << sep << op << " x" << count;
+    sep = ", ";
+  }
+  os << (g.recomputed_ops.empty() ? "" : ")") << "\n";
   os << "  memory plan: forward arena " << g.forward->arena_bytes() << " bytes, " << g.forward->num_launches()
      << " launches";
   if (g.backward) os << "; backward arena " << g.backward->arena_bytes() << " bytes, " << g.backward->num_launches() << " launches";

@@ -206,7 +206,7 @@ TEST(ir_Pipeline, DumpsEachStage) {
   options.dump_ir_dir = std::string(dir) + "/ir";
   ASSERT_TRUE(mlir::succeeded(passes::runPipeline(*module, options, &error))) << error;
   std::vector<std::string> stages = passes::pipelineStageNames();
-  ASSERT_EQ(stages, (std::vector<std::string>{"canonicalize", "cse", "partition", "fuse"}));
+  ASSERT_EQ(stages, (std::vector<std::string>{"canonicalize", "cse", "remat", "partition", "fuse"}));
   EXPECT_TRUE(llvm::sys::fs::exists(options.dump_ir_dir + "/00-input.mlir"));
   for (size_t i = 0; i < stages.size(); ++i) {
     char prefix[8];

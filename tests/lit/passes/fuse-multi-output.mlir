@@ -66,3 +66,26 @@ func.func @cycle_rejected(%a: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x
   %1 = kiln.add %0, %m : tensor<4x4xf32>
   return %1 : tensor<4x4xf32>
 }
+
+// -----
+
+// The final topological sort keeps each op as close to its old place as it
+// can: the matmul that read exp (now a result of the fusion placed at neg,
+// the group's last member) lands right after the fusion, not behind the
+// independent transpose and matmul that follow.
+// CHECK-LABEL: func.func @sorted_near_original_order
+// CHECK: %[[F:.*]]:2 = kiln.fusion "fusion_0"
+// CHECK: kiln.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[M:.*]] = kiln.matmul %[[F]]#0, %arg1
+// CHECK-NEXT: kiln.transpose %arg2
+// CHECK-NEXT: kiln.matmul %arg2, %arg1
+func.func @sorted_near_original_order(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %u: tensor<4x4xf32>)
+    -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+  %e = kiln.exp %x : tensor<4x4xf32>
+  %m = kiln.matmul %e, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %n = kiln.neg %x : tensor<4x4xf32>
+  %t = kiln.transpose %u [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %m2 = kiln.matmul %u, %w : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return %m, %n, %t, %m2 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}

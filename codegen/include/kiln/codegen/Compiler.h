@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/Graph.h"
@@ -38,6 +39,11 @@ struct CompileOptions {
   /// disables), else $XDG_CACHE_HOME/kiln/kernels or ~/.cache/kiln/kernels.
   /// Set to "": no cache. KILN_DISABLE_CACHE=1 disables it in every case.
   std::optional<std::string> kernel_cache_dir;
+  /// Checkpoint rematerialization (kiln-remat, passes/README.md): run it,
+  /// with this memory budget in [0, 1] (1 = min-cut over cheap ops, 0 =
+  /// recompute everything from the inputs).
+  bool remat = true;
+  double memory_budget = 1.0;
 };
 
 /// One fusion group, for reports (kiln::explain and logs).
@@ -57,6 +63,14 @@ struct CompiledGraph {
   std::shared_ptr<runtime::Executable> backward;
   int num_forward_outputs = 0;
   int num_saved = 0;
+  /// Bytes of the saved values (forward outputs among them not counted:
+  /// forward returns them anyway); what forward hands to backward.
+  int64_t saved_bytes = 0;
+  /// Forward ops that backward recomputes instead of loading: op name
+  /// (e.g. "kiln.mul") and count, and their FLOPs (matmul 2*M*N*K, one per
+  /// element for elementwise ops and reductions, 0 for views/constants).
+  std::vector<std::pair<std::string, int64_t>> recomputed_ops;
+  int64_t recompute_flops = 0;
   std::vector<FusionInfo> fusions;
   /// Distinct kernel functions compiled for `fusions` (fusions whose kernels
   /// are identical up to their name share one).

@@ -1,5 +1,6 @@
 // kiln/passes/Passes.h - the Kiln compiler passes (declared in Passes.td).
 //
+//   kiln-remat      (ModuleOp)  marks which forward values of @joint to save
 //   kiln-partition  (ModuleOp)  @joint -> @forward + @backward
 //   kiln-fuse       (ModuleOp)  elementwise ops + reductions -> kiln.fusion
 //
@@ -16,8 +17,9 @@
 
 namespace kiln::passes {
 
-// Declares createKilnPartitionPass() and createKilnFusePass(), each returning
-// a std::unique_ptr<mlir::Pass>.
+// Declares createKilnRematPass(), createKilnPartitionPass() and
+// createKilnFusePass(), each returning a std::unique_ptr<mlir::Pass> (passes
+// with options also take their options struct, e.g. KilnRematPassOptions).
 #define GEN_PASS_DECL
 #include "kiln/passes/Passes.h.inc"
 

@@ -11,6 +11,39 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KilnRematPass : Pass<"kiln-remat", "mlir::ModuleOp"> {
+  let summary = "Choose which forward values of func @joint to save for backward and which to recompute";
+  let description = [{
+    Checkpoint rematerialization under a memory budget, on the joint
+    forward+backward function before kiln-partition (AOTAutograd's
+    min_cut_rematerialization_partition with activation_memory_budget,
+    torch/_functorch/partitioners.py).
+
+    Every forward value that backward reads is either saved (a result of
+    @forward) or recomputed in @backward from saved values and primals. The
+    choice is a minimum s-t cut: each forward op is split into in/out nodes
+    joined by an edge whose capacity is its result's bytes; forward values
+    backward reads are tied to the sink; ops that may not be recomputed are
+    tied to the source; primal arguments and forward outputs are free to
+    keep. With `memory-budget` = 1 only cheap ops (pointwise, views, casts,
+    constants, reductions that shrink their operand at most 4x) may be
+    recomputed; with 0 every kiln op may be, so only primals are kept; in
+    between the saved bytes stay <= min + budget * (max - min) and the
+    expensive ops (matmuls, large reductions) allowed to be recomputed are
+    chosen by a 0/1 knapsack that keeps the most FLOPs saved.
+
+    The decision is written on @joint: `kiln.memory_budget` (f64) on the
+    function and a `kiln.saved` unit attribute on each op whose result is
+    saved; kiln-partition follows it. Rules in passes/README.md.
+  }];
+  let options = [
+    Option<"memoryBudget", "memory-budget", "double", /*default=*/"1.0",
+           "Fraction in [0, 1] of the saved bytes between recompute-everything (0) and the min-cut over cheap ops (1)">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::kiln::ir::KilnDialect"];
+}
+
 def KilnPartitionPass : Pass<"kiln-partition", "mlir::ModuleOp"> {
   let summary = "Split func @joint into @forward and @backward";
   let description = [{

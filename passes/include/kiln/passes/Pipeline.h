@@ -1,7 +1,7 @@
 // kiln/passes/Pipeline.h - the Kiln compile pipeline as one function.
 //
 // Stages, in order (pipelineStageNames()):
-//   canonicalize -> cse -> partition -> fuse
+//   canonicalize -> cse -> remat -> partition -> fuse
 // Input: a module from kiln::ir::buildModule (func @joint). Output: func
 // @forward (and @backward for joint graphs) holding only kiln.fusion,
 // kiln.matmul, layout ops and func.return.
@@ -20,6 +20,13 @@ struct PipelineOptions {
   /// each stage to `<dir>/<NN>-<stage>.mlir` (NN = 01, 02, ...); the
   /// directory is created if needed (KILN_DUMP_IR).
   std::string dump_ir_dir;
+  /// Run kiln-remat (stage "remat") before kiln-partition. Off: the stage
+  /// runs no pass and kiln-partition saves every forward value backward
+  /// needs except views and constants (AOTAutograd's default_partition).
+  bool remat = true;
+  /// kiln-remat's memory-budget, in [0, 1] (passes/README.md): 1 = the
+  /// min-cut over cheap ops, 0 = recompute everything from the primals.
+  double memory_budget = 1.0;
 };
 
 /// The names of the pipeline stages, in the order runPipeline runs them.
