@@ -1,12 +1,13 @@
 // One GPT training step: 2 pre-LayerNorm transformer blocks (d_model 128,
 // 4 heads, causal attention, MLP 4x with GELU "tanh", dropout 0) on
 // x [16, 64, 128], MSE loss against a fixed target, backward, AdamW.
-// Kiln eager vs kiln::compile vs LibTorch 1.13 eager (the same model written
-// with torch::nn) in the same process. Run:
+// Kiln eager vs kiln::compile (f32, and bf16 autocast) vs LibTorch 1.13 eager
+// (the same model written with torch::nn) in the same process. Run:
 //
 //   build/bench/kiln-bench-gpt --benchmark_out=bench/results/gpt.json --benchmark_out_format=json \
 //       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //   python3 bench/ratios.py bench/results/gpt.json
+//   python3 bench/ratios.py bench/results/gpt.json --pair Compiled CompiledBf16   # f32 / bf16 autocast
 //
 // The same thread count for both: 2 (LibTorch's intra-op pool and oneDNN's
 // GEMM threads). LibTorch's OpenBLAS misdetects this CPU unless
@@ -64,12 +65,14 @@ private:
   std::shared_ptr<kn::Linear> q_, k_, v_, out_, fc_, proj_;
 };
 
-void kiln_train_step(benchmark::State &state, bool compiled) {
+void kiln_train_step(benchmark::State &state, bool compiled, kiln::DType autocast = kiln::kFloat32) {
   kiln::manual_seed(0);
   auto blocks = std::make_shared<kn::Sequential>();
   for (int64_t i = 0; i < kLayers; ++i) blocks->push_back(std::make_shared<KilnBlock>());
   std::shared_ptr<kn::Module> model = blocks;
-  if (compiled) model = kiln::compile(blocks);
+  kiln::CompileOptions options;
+  options.autocast = autocast;
+  if (compiled) model = kiln::compile(blocks, options);
   kiln::optim::AdamW opt(model->parameters(), kiln::optim::AdamWOptions(kLr));
   kiln::Tensor x = kiln::randn({kBatch, kContext, kDModel}), target = kiln::randn({kBatch, kContext, kDModel});
   auto step = [&] {
@@ -95,6 +98,9 @@ void kiln_train_step(benchmark::State &state, bool compiled) {
 
 void BM_KilnGptStepEager(benchmark::State &state) { kiln_train_step(state, false); }
 void BM_KilnGptStepCompiled(benchmark::State &state) { kiln_train_step(state, true); }
+// CompileOptions::autocast = bf16 (oneDNN bf16 GEMMs, f32 master weights):
+// python3 bench/ratios.py <json> --pair Compiled CompiledBf16
+void BM_KilnGptStepCompiledBf16(benchmark::State &state) { kiln_train_step(state, true, kiln::kBFloat16); }
 
 #ifdef KILN_HAVE_LIBTORCH
 // ---- LibTorch -------------------------------------------------------------------
@@ -151,6 +157,7 @@ void BM_TorchGptStepEager(benchmark::State &state) {
 
 BENCHMARK(BM_KilnGptStepEager)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_KilnGptStepCompiled)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_KilnGptStepCompiledBf16)->Unit(benchmark::kMillisecond);
 #ifdef KILN_HAVE_LIBTORCH
 BENCHMARK(BM_TorchGptStepEager)->Unit(benchmark::kMillisecond);
 #endif

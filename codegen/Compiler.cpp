@@ -46,6 +46,23 @@ int64_t intAttr(func::FuncOp func, StringRef name, int64_t fallback) {
   return fallback;
 }
 
+/// The `kiln.autocast` attribute kiln-autocast leaves on the module.
+void readAutocastReport(ModuleOp module, CompiledGraph *result) {
+  auto report = module->getAttrOfType<DictionaryAttr>("kiln.autocast");
+  if (!report)
+    return;
+  if (auto dtype = report.getAs<StringAttr>("dtype"))
+    result->autocast = dtype.str();
+  if (auto n = report.getAs<IntegerAttr>("casts_inserted"))
+    result->autocast_casts = static_cast<int>(n.getInt());
+  if (auto n = report.getAs<IntegerAttr>("casts_removed"))
+    result->autocast_casts_removed = static_cast<int>(n.getInt());
+  if (auto ops = report.getAs<DictionaryAttr>("low_precision_ops"))
+    for (NamedAttribute op : ops)
+      if (auto n = dyn_cast<IntegerAttr>(op.getValue()))
+        result->autocast_ops.emplace_back(op.getName().str(), static_cast<int>(n.getInt()));
+}
+
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -166,8 +183,16 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
     return fail("buildModule", message);
   passes::PipelineOptions pipeline;
   pipeline.dump_ir_dir = options.dump_ir_dir;
+  if (options.autocast != DType::Float32) {
+    if (options.autocast != DType::BFloat16 && options.autocast != DType::Float16)
+      return fail("options", std::string("autocast must be float32 (off), bfloat16 or float16, got ") +
+                                 dtype_name(options.autocast));
+    pipeline.autocast = options.autocast == DType::BFloat16 ? "bf16" : "f16";
+  }
   if (failed(passes::runPipeline(*module, pipeline, &message)))
     return fail("pipeline", message);
+  CompiledGraph result;
+  readAutocastReport(*module, &result);
 
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   auto backward = module->lookupSymbol<func::FuncOp>("backward");
@@ -176,7 +201,6 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
 
   // One kernel module for the whole graph: the JIT cost is paid once.
   OwningOpRef<ModuleOp> kernels = ModuleOp::create(UnknownLoc::get(&context));
-  CompiledGraph result;
   for (func::FuncOp func : {forward, backward}) {
     if (!func)
       continue;

@@ -18,16 +18,27 @@ namespace {
 
 struct Stage {
   const char *name;
-  void (*addPasses)(mlir::OpPassManager &pm);
+  void (*addPasses)(mlir::OpPassManager &pm, const PipelineOptions &options);
+  /// Runs only when this returns true (null: always).
+  bool (*enabled)(const PipelineOptions &options) = nullptr;
 };
 
 /// THE pipeline. Each stage's IR is dumped under its name.
 const Stage kStages[] = {
-    {"canonicalize", [](mlir::OpPassManager &pm) { pm.addPass(mlir::createCanonicalizerPass()); }},
-    {"cse", [](mlir::OpPassManager &pm) { pm.addPass(mlir::createCSEPass()); }},
-    {"partition", [](mlir::OpPassManager &pm) { pm.addPass(createKilnPartitionPass()); }},
-    {"fuse", [](mlir::OpPassManager &pm) { pm.addPass(createKilnFusePass()); }},
+    {"canonicalize", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(mlir::createCanonicalizerPass()); }},
+    {"cse", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(mlir::createCSEPass()); }},
+    {"autocast",
+     [](mlir::OpPassManager &pm, const PipelineOptions &options) {
+       pm.addPass(createKilnAutocastPass(KilnAutocastPassOptions{options.autocast}));
+     },
+     [](const PipelineOptions &options) { return !options.autocast.empty(); }},
+    {"partition", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(createKilnPartitionPass()); }},
+    {"fuse", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(createKilnFusePass()); }},
 };
+
+bool stageEnabled(const Stage &stage, const PipelineOptions &options) {
+  return !stage.enabled || stage.enabled(options);
+}
 
 /// Writes `module` to `<dir>/<NN>-<name>.mlir`.
 bool dumpModule(mlir::ModuleOp module, const std::string &dir, int index, const char *name, std::string *error) {
@@ -51,10 +62,11 @@ bool dumpModule(mlir::ModuleOp module, const std::string &dir, int index, const 
 
 } // namespace
 
-std::vector<std::string> pipelineStageNames() {
+std::vector<std::string> pipelineStageNames(const PipelineOptions &options) {
   std::vector<std::string> names;
   for (const Stage &stage : kStages)
-    names.push_back(stage.name);
+    if (stageEnabled(stage, options))
+      names.push_back(stage.name);
   return names;
 }
 
@@ -75,8 +87,10 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions &op
     return fail(message);
   int index = 1;
   for (const Stage &stage : kStages) {
+    if (!stageEnabled(stage, options))
+      continue;
     mlir::PassManager pm(module.getContext());
-    stage.addPasses(pm);
+    stage.addPasses(pm, options);
     if (mlir::failed(pm.run(module)))
       return fail(std::string("stage '") + stage.name + "' failed");
     if (dump && !dumpModule(module, options.dump_ir_dir, index, stage.name, &message))

@@ -36,6 +36,14 @@ struct CompileOptions {
   /// Compiled artifacts kept per module (torch._dynamo's cache_size_limit);
   /// beyond it new guard keys run eagerly, with one warning.
   int cache_size_limit = 8;
+  /// Mixed precision (torch.autocast for the compiled graph): kBFloat16 or
+  /// kFloat16 runs matmuls, forward and backward, in that type (oneDNN bf16
+  /// GEMMs; f16 GEMMs are computed in f32 on CPUs), reductions, exp/log/pow
+  /// and norms in float32, and promotes mixed inputs; parameters, outputs and
+  /// gradients keep their dtypes (float32 master weights). The op lists are
+  /// kiln::ir::autocastPolicy (ir/AutocastPolicy.h). kFloat32 (default): off.
+  /// Other dtypes: the first call throws kiln::Error.
+  DType autocast = kFloat32;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).

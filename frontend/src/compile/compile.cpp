@@ -55,9 +55,10 @@ struct GuardKey {
   Device device;
   bool requires_grad, training, grad_enabled;
   std::string params_requires_grad;  ///< '1'/'0' per parameter
+  DType autocast = kFloat32;         ///< CompileOptions::autocast
 
-  static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m) {
-    GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {}};
+  static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m, DType autocast) {
+    GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {}, autocast};
     for (const auto &p : m.parameters()) k.params_requires_grad += p.requires_grad() ? '1' : '0';
     return k;
   }
@@ -65,6 +66,7 @@ struct GuardKey {
     std::ostringstream os;
     os << "input" << shape_str(shape) << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
        << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad;
+    if (autocast != kFloat32) os << " autocast=" << dtype_name(autocast);
     return os.str();
   }
   /// Why `this` misses an artifact compiled for `old`: the guards that differ.
@@ -78,6 +80,7 @@ struct GuardKey {
     if (training != old.training) add(training ? "train() mode" : "eval() mode");
     if (grad_enabled != old.grad_enabled) add(grad_enabled ? "grad mode enabled" : "under NoGradGuard");
     if (params_requires_grad != old.params_requires_grad) add("parameters' requires_grad changed");
+    if (autocast != old.autocast) add(std::string("autocast ") + dtype_name(old.autocast) + " -> " + dtype_name(autocast));
     return os.str();
   }
 };
@@ -171,6 +174,7 @@ std::shared_ptr<CompiledModule::Artifact> trace_and_compile(nn::Module &module, 
   artifact->output_types = {output.dtype()};
 
   codegen::CompileOptions copts;
+  copts.autocast = options.autocast;
   // One folder per compiled graph: <dir>/<Module>-<n>/NN-<stage>.mlir.
   if (!options.dump_ir_dir.empty())
     copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
@@ -209,7 +213,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.device().is_cpu(), "kiln::compile: input is on ", input.device().str(),
              "; the compiled CPU backend expects cpu tensors");
   const bool grad_enabled = autograd::GradMode::is_enabled();
-  const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_);
+  const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_, options_.autocast);
   const std::string key = guard.str();
   auto it = cache_.find(key);
   std::shared_ptr<Artifact> artifact;
@@ -269,7 +273,8 @@ Tensor CompiledModule::forward(const Tensor &input) {
 }
 
 std::string CompiledModule::describe(const Tensor &input) const {
-  const GuardKey guard = GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_);
+  const GuardKey guard =
+      GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast);
   auto it = cache_.find(guard.str());
   if (it == cache_.end()) return std::string();
   const codegen::CompiledGraph &g = it->second->graph;
@@ -296,6 +301,12 @@ std::string CompiledModule::describe(const Tensor &input) const {
     written += f.bytes_written;
   }
   os << "  total kernel traffic: " << read << " B read, " << written << " B written\n";
+  if (!g.autocast.empty()) {
+    os << "  autocast " << g.autocast << ": " << g.autocast_casts << " casts inserted (" << g.autocast_casts_removed
+       << " redundant removed); ops in " << g.autocast << ":";
+    for (const auto &[op, n] : g.autocast_ops) os << " " << op << " x" << n;
+    os << "\n";
+  }
   return os.str();
 }
 

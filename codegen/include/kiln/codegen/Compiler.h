@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/ir/Graph.h"
@@ -38,6 +39,10 @@ struct CompileOptions {
   /// disables), else $XDG_CACHE_HOME/kiln/kernels or ~/.cache/kiln/kernels.
   /// Set to "": no cache. KILN_DISABLE_CACHE=1 disables it in every case.
   std::optional<std::string> kernel_cache_dir;
+  /// Mixed precision: BFloat16 or Float16 runs the kiln-autocast pass with
+  /// that type (GEMMs in it, reductions/exp/log in f32; passes/README.md).
+  /// Float32 (default): off. Any other dtype fails the compile.
+  DType autocast = DType::Float32;
 };
 
 /// One fusion group, for reports (kiln::explain and logs).
@@ -58,6 +63,15 @@ struct CompiledGraph {
   int num_forward_outputs = 0;
   int num_saved = 0;
   std::vector<FusionInfo> fusions;
+
+  /// kiln-autocast's report (empty/zero when CompileOptions::autocast is
+  /// off): its dtype ("bf16"/"f16"), the kiln.convert ops it added (net,
+  /// after removing redundant ones) and removed, and the ops that compute in
+  /// the lower type, by kiln op name ("matmul", "transpose", ...), sorted.
+  std::string autocast;
+  int autocast_casts = 0;
+  int autocast_casts_removed = 0;
+  std::vector<std::pair<std::string, int>> autocast_ops;
 
   /// The kernels were loaded from the on-disk cache: no MLIR lowering and no
   /// LLVM optimization/codegen ran for them.

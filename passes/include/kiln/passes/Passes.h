@@ -1,5 +1,6 @@
 // kiln/passes/Passes.h - the Kiln compiler passes (declared in Passes.td).
 //
+//   kiln-autocast   (ModuleOp)  kiln.convert ops for mixed precision (AutocastPolicy.h)
 //   kiln-partition  (ModuleOp)  @joint -> @forward + @backward
 //   kiln-fuse       (ModuleOp)  elementwise ops + reductions -> kiln.fusion
 //
@@ -16,8 +17,9 @@
 
 namespace kiln::passes {
 
-// Declares createKilnPartitionPass() and createKilnFusePass(), each returning
-// a std::unique_ptr<mlir::Pass>.
+// Declares createKilnAutocastPass(), createKilnPartitionPass() and
+// createKilnFusePass() (each returning a std::unique_ptr<mlir::Pass>) and the
+// options structs (KilnAutocastPassOptions, KilnFusePassOptions).
 #define GEN_PASS_DECL
 #include "kiln/passes/Passes.h.inc"
 

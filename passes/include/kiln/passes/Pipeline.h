@@ -1,7 +1,8 @@
 // kiln/passes/Pipeline.h - the Kiln compile pipeline as one function.
 //
 // Stages, in order (pipelineStageNames()):
-//   canonicalize -> cse -> partition -> fuse
+//   canonicalize -> cse -> [autocast] -> partition -> fuse
+// (autocast only with PipelineOptions::autocast set)
 // Input: a module from kiln::ir::buildModule (func @joint). Output: func
 // @forward (and @backward for joint graphs) holding only kiln.fusion,
 // kiln.matmul, layout ops and func.return.
@@ -20,10 +21,14 @@ struct PipelineOptions {
   /// each stage to `<dir>/<NN>-<stage>.mlir` (NN = 01, 02, ...); the
   /// directory is created if needed (KILN_DUMP_IR).
   std::string dump_ir_dir;
+  /// "bf16" or "f16": run kiln-autocast (dtype=<this>) on @joint before the
+  /// partition, so GEMMs (forward and backward) run in that type. Empty
+  /// (default): no autocast stage.
+  std::string autocast;
 };
 
-/// The names of the pipeline stages, in the order runPipeline runs them.
-std::vector<std::string> pipelineStageNames();
+/// The names of the pipeline stages that runPipeline runs with `options`, in order.
+std::vector<std::string> pipelineStageNames(const PipelineOptions &options = {});
 
 /// Runs the pipeline on `module` in place. On failure (a pass or the
 /// verifier fails, or a dump file can't be written) returns failure and, if
