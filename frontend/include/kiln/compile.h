@@ -14,7 +14,7 @@
 // Errors: an op that cannot be captured yet throws kiln::Error naming it;
 // compiler failures throw kiln::Error with the compiler's diagnostic.
 // Guards: input shape, dtype, device, requires_grad; training mode; grad
-// mode; the parameters' requires_grad flags. Random ops (dropout) are graph
+// mode; the parameters' requires_grad flags; CompileOptions::autocast. Random ops (dropout) are graph
 // inputs redrawn from the default generator on every call, so compiled and
 // eager runs with the same seed use the same masks.
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
