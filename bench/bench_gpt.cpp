@@ -1,12 +1,13 @@
 // One GPT training step: 2 pre-LayerNorm transformer blocks (d_model 128,
 // 4 heads, causal attention, MLP 4x with GELU "tanh", dropout 0) on
 // x [16, 64, 128], MSE loss against a fixed target, backward, AdamW.
-// Kiln eager vs kiln::compile vs LibTorch 1.13 eager (the same model written
-// with torch::nn) in the same process. Run:
+// Kiln eager vs kiln::compile (f32, and bf16 autocast) vs LibTorch 1.13 eager
+// (the same model written with torch::nn) in the same process. Run:
 //
 //   build/bench/kiln-bench-gpt --benchmark_out=bench/results/gpt.json --benchmark_out_format=json \
 //       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //   python3 bench/ratios.py bench/results/gpt.json
+//   python3 bench/ratios.py bench/results/gpt.json --pair Compiled CompiledBf16   # f32 / bf16 autocast
 //
 // The same thread count for both: 2 (LibTorch's intra-op pool and oneDNN's
 // GEMM threads). LibTorch's OpenBLAS misdetects this CPU unless
@@ -132,6 +133,13 @@ void BM_KilnGptStepNoRemat(benchmark::State &state) {
   options.remat = false;
   kiln_train_step(state, &options);
 }
+/// CompileOptions::autocast = bf16 (oneDNN bf16 GEMMs, f32 master weights):
+/// python3 bench/ratios.py <json> --pair Compiled CompiledBf16
+void BM_KilnGptStepCompiledBf16(benchmark::State &state) {
+  kiln::CompileOptions options;
+  options.autocast = kiln::kBFloat16;
+  kiln_train_step(state, &options);
+}
 
 #ifdef KILN_HAVE_LIBTORCH
 // ---- LibTorch -------------------------------------------------------------------
@@ -190,6 +198,7 @@ BENCHMARK(BM_KilnGptStepEager)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_KilnGptStepCompiled)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_KilnGptStepBudget)->ArgName("budget_pct")->Arg(100)->Arg(50)->Arg(0)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_KilnGptStepNoRemat)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_KilnGptStepCompiledBf16)->Unit(benchmark::kMillisecond);
 #ifdef KILN_HAVE_LIBTORCH
 BENCHMARK(BM_TorchGptStepEager)->Unit(benchmark::kMillisecond);
 #endif

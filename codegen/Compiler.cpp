@@ -47,6 +47,23 @@ int64_t intAttr(func::FuncOp func, StringRef name, int64_t fallback) {
   return fallback;
 }
 
+/// The `kiln.autocast` attribute kiln-autocast leaves on the module.
+void readAutocastReport(ModuleOp module, CompiledGraph *result) {
+  auto report = module->getAttrOfType<DictionaryAttr>("kiln.autocast");
+  if (!report)
+    return;
+  if (auto dtype = report.getAs<StringAttr>("dtype"))
+    result->autocast = dtype.str();
+  if (auto n = report.getAs<IntegerAttr>("casts_inserted"))
+    result->autocast_casts = static_cast<int>(n.getInt());
+  if (auto n = report.getAs<IntegerAttr>("casts_removed"))
+    result->autocast_casts_removed = static_cast<int>(n.getInt());
+  if (auto ops = report.getAs<DictionaryAttr>("low_precision_ops"))
+    for (NamedAttribute op : ops)
+      if (auto n = dyn_cast<IntegerAttr>(op.getValue()))
+        result->autocast_ops.emplace_back(op.getName().str(), static_cast<int>(n.getInt()));
+}
+
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -60,6 +77,34 @@ bool logCache() {
     return s.find("cache") != std::string::npos || s.find("all") != std::string::npos;
   }();
   return on;
+}
+
+/// What kiln-partition reports about rematerialization (kiln-remat).
+void readRematReport(func::FuncOp forward, func::FuncOp backward, CompiledGraph *result) {
+  result->saved_bytes = intAttr(forward, "kiln.saved_bytes", 0);
+  if (backward) {
+    result->recompute_flops = intAttr(backward, "kiln.recompute_flops", 0);
+    if (auto recomputed = backward->getAttrOfType<DictionaryAttr>("kiln.recomputed"))
+      for (NamedAttribute entry : recomputed)
+        if (auto count = dyn_cast<IntegerAttr>(entry.getValue()))
+          result->recomputed_ops.emplace_back(entry.getName().str(), count.getInt());
+  }
+}
+
+/// The pipeline's options for `options` (remat, memory budget, autocast).
+bool pipelineOptions(const CompileOptions &options, const std::string &dump_dir, passes::PipelineOptions *pipeline,
+                     std::string *error) {
+  pipeline->dump_ir_dir = dump_dir;
+  pipeline->remat = options.remat;
+  pipeline->memory_budget = options.memory_budget;
+  if (options.autocast != DType::Float32) {
+    if (options.autocast != DType::BFloat16 && options.autocast != DType::Float16) {
+      *error = std::string("autocast must be float32 (off), bfloat16 or float16, got ") + dtype_name(options.autocast);
+      return false;
+    }
+    pipeline->autocast = options.autocast == DType::BFloat16 ? "bf16" : "f16";
+  }
+  return true;
 }
 
 /// Kernels -> KernelLibrary through the on-disk cache: a verified entry is
@@ -166,11 +211,12 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   if (!module)
     return fail("buildModule", message);
   passes::PipelineOptions pipeline;
-  pipeline.dump_ir_dir = options.dump_ir_dir;
-  pipeline.remat = options.remat;
-  pipeline.memory_budget = options.memory_budget;
+  if (!pipelineOptions(options, options.dump_ir_dir, &pipeline, &message))
+    return fail("options", message);
   if (failed(passes::runPipeline(*module, pipeline, &message)))
     return fail("pipeline", message);
+  CompiledGraph result;
+  readAutocastReport(*module, &result);
 
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   auto backward = module->lookupSymbol<func::FuncOp>("backward");
@@ -185,7 +231,6 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   OwningOpRef<ModuleOp> scratch = ModuleOp::create(UnknownLoc::get(&context));
   std::map<std::string, std::string> symbolOfKernel; // kernel IR named @kernel -> symbol
   std::map<std::string, std::string> symbolOf;       // fusion kernel name -> symbol
-  CompiledGraph result;
   for (func::FuncOp func : {forward, backward}) {
     if (!func)
       continue;
@@ -239,14 +284,7 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
   result.num_forward_outputs =
       static_cast<int>(intAttr(forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
   result.num_saved = static_cast<int>(intAttr(forward, "kiln.num_saved", 0));
-  result.saved_bytes = intAttr(forward, "kiln.saved_bytes", 0);
-  if (backward) {
-    result.recompute_flops = intAttr(backward, "kiln.recompute_flops", 0);
-    if (auto recomputed = backward->getAttrOfType<DictionaryAttr>("kiln.recomputed"))
-      for (NamedAttribute entry : recomputed)
-        if (auto count = dyn_cast<IntegerAttr>(entry.getValue()))
-          result.recomputed_ops.emplace_back(entry.getName().str(), count.getInt());
-  }
+  readRematReport(forward, backward, &result);
   result.compile_seconds = secondsSince(start);
   if (logCache())
     llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels (" << result.num_distinct_kernels
@@ -269,13 +307,14 @@ struct Lowered {
   std::vector<ir::FusionOp> fusions;
 };
 
-bool lowerGraph(MLIRContext &context, const ir::Graph &graph, const std::string &dump_dir, Lowered *out,
-                std::string *message) {
+bool lowerGraph(MLIRContext &context, const ir::Graph &graph, const CompileOptions &options,
+                const std::string &dump_dir, Lowered *out, std::string *message) {
   out->module = ir::buildModule(context, graph, message);
   if (!out->module)
     return false;
   passes::PipelineOptions pipeline;
-  pipeline.dump_ir_dir = dump_dir;
+  if (!pipelineOptions(options, dump_dir, &pipeline, message))
+    return false;
   if (failed(passes::runPipeline(*out->module, pipeline, message)))
     return false;
   out->forward = out->module->lookupSymbol<func::FuncOp>("forward");
@@ -329,9 +368,9 @@ bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const Co
 
   std::string message;
   Lowered self, ref;
-  if (!lowerGraph(context, graph, existing ? std::string() : options.dump_ir_dir, &self, &message))
+  if (!lowerGraph(context, graph, options, existing ? std::string() : options.dump_ir_dir, &self, &message))
     return fail("pipeline", message);
-  if (!lowerGraph(context, reference, "", &ref, &message))
+  if (!lowerGraph(context, reference, options, "", &ref, &message))
     return fail("pipeline (reference size)", message);
   if (self.fusions.size() != ref.fusions.size() || !self.backward != !ref.backward)
     return fail("generalizing kernels", "the two sizes give different kernels (" +
@@ -412,6 +451,8 @@ bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const Co
   result.num_forward_outputs =
       static_cast<int>(intAttr(self.forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
   result.num_saved = static_cast<int>(intAttr(self.forward, "kiln.num_saved", 0));
+  readRematReport(self.forward, self.backward, &result);
+  readAutocastReport(*self.module, &result);
   result.dynamic = true;
   result.num_generic_kernels = static_cast<int>(dynamic->symbolOf.size());
   result.num_distinct_kernels = result.num_generic_kernels;

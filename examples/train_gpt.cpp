@@ -2,8 +2,13 @@
 // nanoGPT) trained with AdamW and a warmup-then-cosine learning rate on a text
 // file; compiled by default (kiln::compile), eagerly with --eager.
 //
-//   kiln-train-gpt [--eager] [--steps N] [--seed S] [--lr X] [--batch B] [--context T] [--layers L]
-//                  [--d-model D] [--heads H] [--dropout P] [--text PATH] [--log-every K]
+//   kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--steps N] [--seed S] [--lr X] [--batch B]
+//                  [--context T] [--layers L] [--d-model D] [--heads H] [--dropout P] [--text PATH]
+//                  [--log-every K]
+//
+// --autocast bf16 (or f16) compiles with CompileOptions::autocast: the model's
+// matmuls, forward and backward, run in that type; weights, optimizer state,
+// the loss and validation stay f32 (compiled runs only).
 //
 // Data: the characters of the file (default /usr/share/common-licenses/GPL-3)
 // are the vocabulary; the first 90% is the training split, the rest the
@@ -44,6 +49,7 @@ namespace {
 
 struct Args {
   bool eager = false;
+  DType autocast = kFloat32;
   int steps = 600;
   uint64_t seed = 0;
   double lr = 3e-3;
@@ -60,9 +66,9 @@ struct Args {
 [[noreturn]] void usage(const char *msg) {
   std::fprintf(stderr,
                "kiln-train-gpt: %s\n"
-               "usage: kiln-train-gpt [--eager] [--steps N] [--seed S] [--lr X] [--batch B] [--context T]\n"
-               "                      [--layers L] [--d-model D] [--heads H] [--dropout P] [--text PATH]\n"
-               "                      [--log-every K]\n",
+               "usage: kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--steps N] [--seed S] [--lr X]\n"
+               "                      [--batch B] [--context T] [--layers L] [--d-model D] [--heads H]\n"
+               "                      [--dropout P] [--text PATH] [--log-every K]\n",
                msg);
   std::exit(2);
 }
@@ -77,6 +83,13 @@ Args parse(int argc, char **argv) {
     };
     try {
       if (k == "--eager") a.eager = true;
+      else if (k == "--autocast") {
+        const std::string v = value();
+        if (v == "bf16") a.autocast = kBFloat16;
+        else if (v == "f16") a.autocast = kFloat16;
+        else if (v == "off") a.autocast = kFloat32;
+        else usage("--autocast takes bf16, f16 or off");
+      }
       else if (k == "--steps") a.steps = std::stoi(value());
       else if (k == "--seed") a.seed = std::stoull(value());
       else if (k == "--lr") a.lr = std::stod(value());
@@ -98,6 +111,7 @@ Args parse(int argc, char **argv) {
       a.log_every < 1 || !(a.lr > 0))
     usage("steps, batch, context, layers, d-model, heads, log-every and lr must be positive");
   if (a.d_model % a.heads != 0) usage("d-model must be divisible by heads");
+  if (a.eager && a.autocast != kFloat32) usage("--autocast applies to compiled runs; drop --eager");
   if (!(a.dropout >= 0 && a.dropout < 1)) usage("dropout must be in [0, 1)");
   return a;
 }
@@ -332,7 +346,11 @@ int main(int argc, char **argv) {
     auto gpt = std::make_shared<GPT>(vocab, args.context, args.layers, args.d_model, args.heads, args.dropout);
     std::shared_ptr<nn::Module> model = gpt;
     std::shared_ptr<CompiledModule> compiled;
-    if (!args.eager) model = compiled = compile(gpt);
+    if (!args.eager) {
+      CompileOptions options;
+      options.autocast = args.autocast;
+      model = compiled = compile(gpt, options);
+    }
 
     // Decay matrices and embeddings, not biases and LayerNorm parameters.
     std::vector<Tensor> decay, no_decay;
@@ -350,9 +368,11 @@ int main(int argc, char **argv) {
         std::make_shared<sch::CosineAnnealingLR>(opt, std::max<int64_t>(1, args.steps - warmup), args.lr / 10)};
     sch::SequentialLR scheduler(opt, phases, {warmup});
 
-    std::printf("kiln-train-gpt: %s GPT, %lld layers, d_model %lld, %lld heads, context %lld, dropout %g, "
+    std::printf("kiln-train-gpt: %s%s GPT, %lld layers, d_model %lld, %lld heads, context %lld, dropout %g, "
                 "%lld parameters\n",
-                args.eager ? "eager" : "compiled", static_cast<long long>(args.layers),
+                args.eager ? "eager" : "compiled",
+                args.autocast == kFloat32 ? "" : (args.autocast == kBFloat16 ? " (autocast bf16)" : " (autocast f16)"),
+                static_cast<long long>(args.layers),
                 static_cast<long long>(args.d_model), static_cast<long long>(args.heads),
                 static_cast<long long>(args.context), args.dropout, static_cast<long long>(n_params));
     std::printf("text %s: %lld characters, vocabulary %lld, %zu train / %zu val; batch %lld, %d steps, "

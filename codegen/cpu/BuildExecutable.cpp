@@ -105,8 +105,9 @@ private:
         .Case([&](ir::FusionOp fusion) { return addFusion(fusion); })
         .Case([&](ir::MatmulOp matmul) -> LogicalResult {
           auto type = cast<RankedTensorType>(matmul.getType());
-          if (!type.getElementType().isF32())
-            return fail(op, "only f32 matmul runs on the CPU (got " + typeString(type) + ")");
+          Type element = type.getElementType();
+          if (!element.isF32() && !element.isBF16() && !element.isF16())
+            return fail(op, "only f32, bf16 and f16 matmuls run on the CPU (got " + typeString(type) + ")");
           auto a = slotOf(matmul.getLhs(), op), b = slotOf(matmul.getRhs(), op);
           if (failed(a) || failed(b))
             return failure();

@@ -5,6 +5,13 @@
 // linalg.generic with reduction iterators for reductions). Fusing those
 // generics into loop nests is left to linalg's elementwise fusion in
 // lowerKernelsToLLVM, so this file stays a one-op-at-a-time translation.
+//
+// bf16/f16 are storage types here: every linalg body widens a bf16/f16
+// operand element with arith.extf and computes in f32, and a bf16/f16 kernel
+// result is rounded once, with arith.truncf, when it is stored (Inductor's
+// "upcast to fp32" code generation). Intermediate values between body ops
+// are never rounded; an explicit kiln.convert to bf16/f16 is (truncf +
+// extf), so `f32 -> bf16 -> f32` keeps its meaning.
 #include "CpuBackend.h"
 
 #include <cmath>
@@ -49,6 +56,27 @@ MemRefType resultMemRefType(RankedTensorType type) {
 
 using ScalarBody = function_ref<Value(OpBuilder &, Location, ValueRange)>;
 
+bool isLowFloat(Type t) { return t.isBF16() || t.isF16(); }
+
+/// The element type kernels compute a value of type `element` in: f32 for
+/// bf16/f16, the type itself otherwise.
+Type computeElementType(Type element) {
+  return isLowFloat(element) ? Float32Type::get(element.getContext()) : element;
+}
+
+RankedTensorType computeType(RankedTensorType type) {
+  return type.clone(computeElementType(type.getElementType()));
+}
+
+/// Widens bf16/f16 block arguments of a linalg body to f32 (arith.extf, exact).
+SmallVector<Value> widenArgs(OpBuilder &nb, Location nl, ValueRange args) {
+  SmallVector<Value> wide(args.begin(), args.end());
+  for (Value &v : wide)
+    if (isLowFloat(v.getType()))
+      v = nb.create<arith::ExtFOp>(nl, nb.getF32Type(), v);
+  return wide;
+}
+
 /// Emits kiln ops of one fusion body as linalg ops on tensors.
 class KernelEmitter {
 public:
@@ -84,7 +112,8 @@ public:
     Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType(), dynamic);
     auto generic = b.create<linalg::GenericOp>(loc, TypeRange{resultType}, inputs, ValueRange{init}, maps, iterators,
                                                [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                                 Value r = body(nb, nl, args.drop_back());
+                                                 SmallVector<Value> wide = widenArgs(nb, nl, args.drop_back());
+                                                 Value r = body(nb, nl, wide);
                                                  nb.create<linalg::YieldOp>(nl, r);
                                                });
     return generic.getResult(0);
@@ -115,13 +144,19 @@ public:
     Value init = b.create<linalg::FillOp>(loc, ValueRange{start}, ValueRange{empty}).getResult(0);
     auto generic = b.create<linalg::GenericOp>(
         loc, TypeRange{resultType}, ValueRange{input}, ValueRange{init}, maps, iterators,
-        [&](OpBuilder &nb, Location nl, ValueRange args) { nb.create<linalg::YieldOp>(nl, combine(nb, nl, args)); });
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          nb.create<linalg::YieldOp>(nl, combine(nb, nl, widenArgs(nb, nl, args)));
+        });
     return generic.getResult(0);
   }
 
-  /// Translates one body op; `operands` are the already-translated tensors.
+  /// Translates one body op; `operands` are the already-translated tensors
+  /// (compute types, or bf16/f16 kernel operands). The result is a tensor of
+  /// the compute type of the op's result.
   FailureOr<Value> emit(Operation *op, ValueRange operands) {
-    auto resultType = genericType ? genericType(op->getResult(0)) : cast<RankedTensorType>(op->getResult(0).getType());
+    auto irType = genericType ? genericType(op->getResult(0)) : cast<RankedTensorType>(op->getResult(0).getType());
+    Type irElement = irType.getElementType();
+    RankedTensorType resultType = computeType(irType);
     Type element = resultType.getElementType();
     bool isFloat = isa<FloatType>(element);
     auto binary = [&](auto floatOp, auto intOp) -> Value {
@@ -145,7 +180,8 @@ public:
           if (Value runtime = scalarArguments.lookup(op))
             return elementwise(
                 resultType, {}, [&](OpBuilder &, Location, ValueRange) -> Value { return runtime; }, sizes);
-          TypedAttr value = scalarAttr(element, c.getValue().convertToDouble());
+          // A bf16/f16 constant holds the value rounded to its type.
+          TypedAttr value = scalarAttr(element, roundTo(irElement, c.getValue().convertToDouble()));
           return elementwise(
               resultType, {},
               [&](OpBuilder &nb, Location nl, ValueRange) -> Value { return nb.create<arith::ConstantOp>(nl, value); },
@@ -209,7 +245,7 @@ public:
         })
         .Case([&](ir::CompareOp c) -> FailureOr<Value> {
           ir::ComparePredicate predicate = c.getPredicate();
-          Type operandElement = cast<RankedTensorType>(c.getLhs().getType()).getElementType();
+          Type operandElement = computeElementType(cast<RankedTensorType>(c.getLhs().getType()).getElementType());
           return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) {
             return compare(nb, nl, predicate, operandElement, a[0], a[1]);
           });
@@ -221,10 +257,10 @@ public:
         })
         .Case([&](ir::ConvertOp c) -> FailureOr<Value> {
           Type from = cast<RankedTensorType>(c.getInput().getType()).getElementType();
-          if (from == element)
+          if (from == irElement)
             return operands[0];
           return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) {
-            return convertScalar(nb, nl, a[0], from, element);
+            return convertCompute(nb, nl, a[0], from, irElement);
           });
         })
         .Case([&](ir::ReduceSumOp r) -> FailureOr<Value> {
@@ -279,14 +315,48 @@ public:
     });
   }
 
-  /// A copy of `value` in a fresh tensor (so it can be materialized into a
-  /// second destination, or when it is a kernel argument).
+  /// A copy of `value` in a fresh tensor of its compute type (so it can be
+  /// materialized into a second destination, or when it is a kernel argument).
   Value copy(Value value) {
     auto type = cast<RankedTensorType>(value.getType());
-    return elementwise(type, {value}, [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+    return elementwise(computeType(type), {value}, [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+  }
+
+  /// `value` rounded to the bf16/f16 `element` (nearest even), for storing
+  /// a kernel result: always a fresh linalg.generic.
+  Value narrow(Value value, Type element) {
+    auto type = cast<RankedTensorType>(value.getType());
+    return elementwise(type.clone(element), {value}, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+      return nb.create<arith::TruncFOp>(nl, element, a[0]);
+    });
   }
 
 private:
+  /// `value` rounded to `type` if it is bf16/f16 (nearest even), else itself.
+  static double roundTo(Type type, double value) {
+    if (!isLowFloat(type))
+      return value;
+    APFloat f(value);
+    bool lost = false;
+    f.convert(cast<FloatType>(type).getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    return f.convertToDouble();
+  }
+
+  /// kiln.convert from `from` to `to` on a value of computeElementType(from),
+  /// giving computeElementType(to). Into bf16/f16 the value is rounded
+  /// (truncf) and widened back (extf); a widening to f32 is the identity.
+  static Value convertCompute(OpBuilder &nb, Location nl, Value v, Type from, Type to) {
+    Type cfrom = computeElementType(from), cto = computeElementType(to);
+    if (isLowFloat(to)) {
+      Value wide = cfrom == cto ? v : convertScalar(nb, nl, v, cfrom, cto);
+      Value rounded = nb.create<arith::TruncFOp>(nl, to, wide);
+      return nb.create<arith::ExtFOp>(nl, cto, rounded);
+    }
+    if (cfrom == cto)
+      return v;
+    return convertScalar(nb, nl, v, cfrom, cto);
+  }
+
   /// x ^ e for a constant exponent, as torch.pow(tensor, float): small
   /// integral exponents are multiplications (exact, vectorizable; x ^ 0 is 1
   /// even for NaN), +-0.5 are sqrt/rsqrt, anything else is math.powf.
@@ -538,7 +608,10 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   llvm::DenseSet<Value> written;
   for (auto [j, yielded] : llvm::enumerate(fusion.getYield()->getOperands())) {
     Value tensor = values.lookup(yielded);
-    if (!tensor.getDefiningOp<linalg::GenericOp>() || written.contains(tensor))
+    Type element = cast<RankedTensorType>(yielded.getType()).getElementType();
+    if (isLowFloat(element))
+      tensor = emitter.narrow(tensor, element); // rounded once, here
+    else if (!tensor.getDefiningOp<linalg::GenericOp>() || written.contains(tensor))
       tensor = emitter.copy(tensor);
     written.insert(tensor);
     if (cast<RankedTensorType>(tensor.getType()).getElementType().isInteger(1))

@@ -10,12 +10,15 @@
 //   -to-llvm, reconcile-unrealized-casts
 #include "CpuBackend.h"
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
@@ -44,6 +47,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
 
 namespace kiln::codegen::cpu {
 
@@ -70,11 +74,30 @@ LogicalResult dump(ModuleOp module, const std::string &dir, const char *name, st
   return success();
 }
 
+/// The host converts f32 -> bf16 in hardware (AVX512-BF16 vcvtneps2bf16 or
+/// AVX-NE-CONVERT). Without it LLVM 19 lowers `fptrunc float to bfloat` to
+/// a scalar libcall (__truncsfbf2), which also may not resolve in the JIT.
+/// KILN_BF16_SOFTWARE=1 forces the software conversion (for tests).
+bool hostConvertsBF16() {
+  static const bool native = [] {
+    const char *force = std::getenv("KILN_BF16_SOFTWARE");
+    if (force && *force && std::string(force) != "0")
+      return false;
+    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+    return features.lookup("avx512bf16") || features.lookup("avxneconvert");
+  }();
+  return native;
+}
+
 /// exp/log/... as polynomials on arith ops: LLVM vectorizes those loops,
-/// while calls to libm's expf would stay scalar (~4x slower here).
+/// while calls to libm's expf would stay scalar (~4x slower here). On hosts
+/// without a bf16 conversion instruction, arith.extf/truncf of bf16 become
+/// integer arithmetic (round to nearest even, NaN kept), which vectorizes.
 LogicalResult approximateMath(ModuleOp kernels) {
   RewritePatternSet patterns(kernels.getContext());
   populateMathPolynomialApproximationPatterns(patterns);
+  if (!hostConvertsBF16())
+    arith::populateExpandBFloat16Patterns(patterns);
   return applyPatternsAndFoldGreedily(kernels, std::move(patterns));
 }
 
@@ -132,6 +155,8 @@ std::string loweringDescription(MLIRContext *context) {
     addLoweringPasses(pm);
     llvm::raw_string_ostream os(description);
     os << "math-polynomial-approximation(greedy);";
+    if (!hostConvertsBF16())
+      os << "arith-expand-bf16(greedy);";
     pm.printAsTextualPipeline(os);
   });
   return description;

@@ -19,6 +19,8 @@ namespace {
 struct Stage {
   const char *name;
   void (*addPasses)(mlir::OpPassManager &pm, const PipelineOptions &options);
+  /// Runs only when this returns true (null: always).
+  bool (*enabled)(const PipelineOptions &options) = nullptr;
 };
 
 /// THE pipeline. Each stage's IR is dumped under its name.
@@ -26,6 +28,11 @@ const Stage kStages[] = {
     {"canonicalize",
      [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(mlir::createCanonicalizerPass()); }},
     {"cse", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(mlir::createCSEPass()); }},
+    {"autocast",
+     [](mlir::OpPassManager &pm, const PipelineOptions &options) {
+       pm.addPass(createKilnAutocastPass(KilnAutocastPassOptions{options.autocast}));
+     },
+     [](const PipelineOptions &options) { return !options.autocast.empty(); }},
     {"remat",
      [](mlir::OpPassManager &pm, const PipelineOptions &options) {
        if (options.remat)
@@ -34,6 +41,10 @@ const Stage kStages[] = {
     {"partition", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(createKilnPartitionPass()); }},
     {"fuse", [](mlir::OpPassManager &pm, const PipelineOptions &) { pm.addPass(createKilnFusePass()); }},
 };
+
+bool stageEnabled(const Stage &stage, const PipelineOptions &options) {
+  return !stage.enabled || stage.enabled(options);
+}
 
 /// Writes `module` to `<dir>/<NN>-<name>.mlir`.
 bool dumpModule(mlir::ModuleOp module, const std::string &dir, int index, const char *name, std::string *error) {
@@ -57,10 +68,11 @@ bool dumpModule(mlir::ModuleOp module, const std::string &dir, int index, const 
 
 } // namespace
 
-std::vector<std::string> pipelineStageNames() {
+std::vector<std::string> pipelineStageNames(const PipelineOptions &options) {
   std::vector<std::string> names;
   for (const Stage &stage : kStages)
-    names.push_back(stage.name);
+    if (stageEnabled(stage, options))
+      names.push_back(stage.name);
   return names;
 }
 
@@ -81,6 +93,8 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions &op
     return fail(message);
   int index = 1;
   for (const Stage &stage : kStages) {
+    if (!stageEnabled(stage, options))
+      continue;
     mlir::PassManager pm(module.getContext());
     stage.addPasses(pm, options);
     if (mlir::failed(pm.run(module)))

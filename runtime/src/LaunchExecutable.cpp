@@ -269,14 +269,15 @@ int LaunchExecutable::Builder::addGemm(int a, int b) {
     return -1;
   const SlotType &ta = type(a), &tb = type(b);
   const size_t rank = ta.sizes.size();
-  if (ta.dtype != DType::Float32 || tb.dtype != DType::Float32 || (rank != 2 && rank != 3) ||
+  const bool gemm_dtype = ta.dtype == DType::Float32 || ta.dtype == DType::BFloat16 || ta.dtype == DType::Float16;
+  if (!gemm_dtype || tb.dtype != ta.dtype || (rank != 2 && rank != 3) ||
       tb.sizes.size() != rank || ta.sizes[rank - 1] != tb.sizes[rank - 2] ||
       (rank == 3 && ta.sizes[0] != tb.sizes[0])) {
-    fail("gemm: expected float32 [M, K] x [K, N] or [B, M, K] x [B, K, N], got " + slot_type_str(ta) + " x " +
-         slot_type_str(tb));
+    fail("gemm: expected [M, K] x [K, N] or [B, M, K] x [B, K, N] of one dtype (float32, bfloat16 or float16), got " +
+         slot_type_str(ta) + " x " + slot_type_str(tb));
     return -1;
   }
-  SlotType tc{{ta.sizes[rank - 2], tb.sizes[rank - 1]}, DType::Float32};
+  SlotType tc{{ta.sizes[rank - 2], tb.sizes[rank - 1]}, ta.dtype};
   if (rank == 3)
     tc.sizes.insert(tc.sizes.begin(), ta.sizes[0]);
   auto launch = std::make_shared<Launch>();
@@ -741,6 +742,19 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
       const int64_t batches = r == 3 ? a.sizes[0] : 1;
       const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
       const int64_t M = a.sizes[r - 2], N = b.sizes[r - 1];
+      if (a.dtype != DType::Float32) {  // bfloat16 (oneDNN matmul) or float16 (via f32)
+        const auto *pa = static_cast<const uint16_t *>(a.data()), *pb = static_cast<const uint16_t *>(b.data());
+        auto *pc = static_cast<uint16_t *>(c.data());
+        Matrix16View ma{pa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
+        Matrix16View mb{pb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
+        if (a.dtype == DType::BFloat16) {
+          gemm_bf16_batched(batches, ma, sa, mb, sb, pc, std::max<int64_t>(N, 1), M * N, DType::BFloat16);
+          break;
+        }
+        for (int64_t i = 0; i < batches; ++i, ma.data += sa, mb.data += sb)
+          gemm_f16(ma, mb, pc + i * M * N, std::max<int64_t>(N, 1));
+        break;
+      }
       const float *pa = static_cast<const float *>(a.data()), *pb = static_cast<const float *>(b.data());
       float *pc = static_cast<float *>(c.data());
       for (int64_t i = 0; i < batches; ++i) {

@@ -107,6 +107,7 @@ TEST(Compile, UncapturableOpBreaksTheGraph) {
 }
 
 // ---- transformer block: layer_norm, attention (batched matmul), GELU-tanh ----
+// (TinyBlock and TinyGPT are in tiny_models.h)
 
 /// Element-wise |got - want| <= atol + rtol |want|.
 void expect_close(const Tensor &got, const Tensor &want, double rtol, double atol, const std::string &what) {

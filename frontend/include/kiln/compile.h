@@ -25,7 +25,7 @@
 // call. Segments are compiled with static shapes.
 // Errors: compiler failures throw kiln::Error with the compiler's diagnostic.
 // Guards: input shape, dtype, device, requires_grad; training mode; grad
-// mode; the parameters' requires_grad flags. Random ops (dropout) are graph
+// mode; the parameters' requires_grad flags; CompileOptions::autocast. Random ops (dropout) are graph
 // inputs redrawn from the default generator on every call, so compiled and
 // eager runs with the same seed use the same masks.
 // Dynamic shapes (CompileOptions::automatic_dynamic_shapes, on by default):
@@ -79,6 +79,14 @@ struct CompileOptions {
   /// false: no kiln-remat; backward loads every forward value it needs except
   /// views and constants (AOTAutograd's default_partition).
   bool remat = true;
+  /// Mixed precision (torch.autocast for the compiled graph): kBFloat16 or
+  /// kFloat16 runs matmuls, forward and backward, in that type (oneDNN bf16
+  /// GEMMs; f16 GEMMs are computed in f32 on CPUs), reductions, exp/log/pow
+  /// and norms in float32, and promotes mixed inputs; parameters, outputs and
+  /// gradients keep their dtypes (float32 master weights). The op lists are
+  /// kiln::ir::autocastPolicy (ir/AutocastPolicy.h). kFloat32 (default): off.
+  /// Other dtypes: the first call throws kiln::Error.
+  DType autocast = kFloat32;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).

@@ -74,11 +74,17 @@ struct GuardKey {
   Device device;
   bool requires_grad, training, grad_enabled;
   std::string params_requires_grad;  ///< '1'/'0' per parameter
-  std::string autocast;              ///< "off" or the kiln::autocast dtype (casts are traced into the graph)
+  /// The precision casts run in: the eager kiln::autocast state when on (its
+  /// casts are traced into the graph), else CompileOptions::autocast when not
+  /// float32 (the kiln-autocast pass), else "" (off).
+  std::string autocast;
 
-  static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m) {
+  static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m,
+                     DType compile_autocast) {
     GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {},
-               autocast_enabled() ? dtype_name(autocast_dtype()) : "off"};
+               autocast_enabled()                ? dtype_name(autocast_dtype())
+               : compile_autocast != kFloat32 ? dtype_name(compile_autocast)
+                                              : ""};
     for (const auto &p : m.parameters()) k.params_requires_grad += p.requires_grad() ? '1' : '0';
     return k;
   }
@@ -95,8 +101,8 @@ struct GuardKey {
       os << "]";
     }
     os << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
-       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad
-       << " autocast=" << autocast;
+       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad;
+    if (!autocast.empty()) os << " autocast=" << autocast;
     return os.str();
   }
   /// The one input dim in which `this` differs from `old` when nothing else
@@ -127,7 +133,9 @@ struct GuardKey {
     if (training != old.training) add(training ? "train() mode" : "eval() mode");
     if (grad_enabled != old.grad_enabled) add(grad_enabled ? "grad mode enabled" : "under NoGradGuard");
     if (params_requires_grad != old.params_requires_grad) add("parameters' requires_grad changed");
-    if (autocast != old.autocast) add("autocast " + old.autocast + " -> " + autocast);
+    if (autocast != old.autocast)
+      add("autocast " + (old.autocast.empty() ? std::string("off") : old.autocast) + " -> " +
+          (autocast.empty() ? std::string("off") : autocast));
     return os.str();
   }
 };
@@ -231,6 +239,7 @@ codegen::CompileOptions codegen_options(const nn::Module &module, const CompileO
   codegen::CompileOptions copts;
   copts.remat = options.remat;
   copts.memory_budget = options.memory_budget;
+  copts.autocast = options.autocast;
   // One folder per compiled graph: <dir>/<Module>-<n>/NN-<stage>.mlir.
   if (!options.dump_ir_dir.empty())
     copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
@@ -634,7 +643,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
              "; the compiled CPU backend expects cpu tensors");
   if (graph_breaks_) return forward_segments(input);
   const bool grad_enabled = autograd::GradMode::is_enabled();
-  const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_);
+  const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_, options_.autocast);
   const std::string key = guard.str();
   auto it = cache_.find(key);
   std::shared_ptr<Artifact> artifact;
@@ -678,7 +687,8 @@ Tensor CompiledModule::forward(const Tensor &input) {
 }
 
 std::string CompiledModule::describe(const Tensor &input) const {
-  const GuardKey guard = GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_);
+  const GuardKey guard =
+      GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast);
   auto it = cache_.find(guard.str());
   if (it == cache_.end()) return std::string();
   const codegen::CompiledGraph &g = it->second->graph;
@@ -727,6 +737,12 @@ std::string CompiledModule::describe(const Tensor &input) const {
     written += f.bytes_written;
   }
   os << "  total kernel traffic: " << read << " B read, " << written << " B written\n";
+  if (!g.autocast.empty()) {
+    os << "  autocast " << g.autocast << ": " << g.autocast_casts << " casts inserted (" << g.autocast_casts_removed
+       << " redundant removed); ops in " << g.autocast << ":";
+    for (const auto &[op, n] : g.autocast_ops) os << " " << op << " x" << n;
+    os << "\n";
+  }
   return os.str();
 }
 

@@ -282,5 +282,28 @@ TEST(ir_GraphBuilder, BadOutputIsAnError) {
   EXPECT_NE(error.find("1234"), std::string::npos) << error;
 }
 
+TEST(ir_Pipeline, AutocastStageRunsOnlyWhenAsked) {
+  passes::PipelineOptions options;
+  options.autocast = "bf16";
+  EXPECT_EQ(passes::pipelineStageNames(options),
+            (std::vector<std::string>{"canonicalize", "cse", "autocast", "remat", "partition", "fuse"}));
+  mlir::MLIRContext context;
+  std::string error;
+  auto module = buildModule(context, linearReluJoint(), &error);
+  ASSERT_TRUE(module) << error;
+  ASSERT_TRUE(mlir::succeeded(passes::runPipeline(*module, options, &error))) << error;
+  auto report = (*module)->getAttrOfType<mlir::DictionaryAttr>("kiln.autocast");
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report.getAs<mlir::StringAttr>("dtype").getValue(), "bf16");
+  int bf16Matmuls = 0;
+  module->walk([&](MatmulOp m) { bf16Matmuls += m.getType().getElementType().isBF16(); });
+  EXPECT_EQ(bf16Matmuls, 3); // forward x W, backward grad_W and grad_x
+  options.autocast = "f64";
+  module = buildModule(context, linearReluJoint(), &error);
+  EXPECT_TRUE(mlir::failed(passes::runPipeline(*module, options, &error)));
+  EXPECT_NE(error.find("stage 'autocast' failed"), std::string::npos) << error;
+  EXPECT_NE(error.find("dtype must be bf16 or f16, got 'f64'"), std::string::npos) << error;
+}
+
 } // namespace
 } // namespace kiln::ir

@@ -44,6 +44,10 @@ struct CompileOptions {
   /// recompute everything from the inputs).
   bool remat = true;
   double memory_budget = 1.0;
+  /// Mixed precision: BFloat16 or Float16 runs the kiln-autocast pass with
+  /// that type (GEMMs in it, reductions/exp/log in f32; passes/README.md).
+  /// Float32 (default): off. Any other dtype fails the compile.
+  DType autocast = DType::Float32;
 };
 
 /// One fusion group, for reports (kiln::explain and logs).
@@ -75,6 +79,15 @@ struct CompiledGraph {
   /// Distinct kernel functions compiled for `fusions` (fusions whose kernels
   /// are identical up to their name share one).
   int num_distinct_kernels = 0;
+
+  /// kiln-autocast's report (empty/zero when CompileOptions::autocast is
+  /// off): its dtype ("bf16"/"f16"), the kiln.convert ops it added (net,
+  /// after removing redundant ones) and removed, and the ops that compute in
+  /// the lower type, by kiln op name ("matmul", "transpose", ...), sorted.
+  std::string autocast;
+  int autocast_casts = 0;
+  int autocast_casts_removed = 0;
+  std::vector<std::pair<std::string, int>> autocast_ops;
 
   /// The kernels were loaded from the on-disk cache: no MLIR lowering and no
   /// LLVM optimization/codegen ran for them.

@@ -1,5 +1,6 @@
 // kiln/passes/Passes.h - the Kiln compiler passes (declared in Passes.td).
 //
+//   kiln-autocast   (ModuleOp)  kiln.convert ops for mixed precision (AutocastPolicy.h)
 //   kiln-remat      (ModuleOp)  marks which forward values of @joint to save
 //   kiln-partition  (ModuleOp)  @joint -> @forward + @backward
 //   kiln-fuse       (ModuleOp)  elementwise ops + reductions -> kiln.fusion
@@ -17,9 +18,10 @@
 
 namespace kiln::passes {
 
-// Declares createKilnRematPass(), createKilnPartitionPass() and
-// createKilnFusePass(), each returning a std::unique_ptr<mlir::Pass> (passes
-// with options also take their options struct, e.g. KilnRematPassOptions).
+// Declares createKilnAutocastPass(), createKilnRematPass(),
+// createKilnPartitionPass() and createKilnFusePass(), each returning a
+// std::unique_ptr<mlir::Pass> (passes with options also take their options
+// struct: KilnAutocastPassOptions, KilnRematPassOptions, KilnFusePassOptions).
 #define GEN_PASS_DECL
 #include "kiln/passes/Passes.h.inc"
 

@@ -44,6 +44,41 @@ def KilnRematPass : Pass<"kiln-remat", "mlir::ModuleOp"> {
                            "::kiln::ir::KilnDialect"];
 }
 
+def KilnAutocastPass : Pass<"kiln-autocast", "mlir::ModuleOp"> {
+  let summary = "Insert kiln.convert ops so GEMMs run in bf16/f16 (autocast)";
+  let description = [{
+    Mixed precision as PyTorch's autocast, on the traced graph (run on
+    func @joint before kiln-partition, so backward GEMMs are cast too). For
+    every op, in program order, the policy of `kiln::ir::autocastPolicy`
+    (ir/AutocastPolicy.h, keyed by the op name without `kiln.`) decides the
+    element type it computes in:
+
+    - lower precision (kiln.matmul): float operands are converted to `dtype`,
+      the result is `dtype`;
+    - float32 (reduce_sum, exp, log, pow, sqrt, rsqrt): float operands are
+      converted to f32;
+    - promote, and ops without a policy: float operands of different types
+      are converted to the widest (f16 + bf16 -> f32); splat constants are
+      "weak" (as Python scalars in PyTorch): they take the other operands'
+      type instead of promoting them.
+
+    A result's element type follows its operands; func.return converts back
+    to the function's result types (gradients and outputs keep their types;
+    arguments, the f32 master weights, are never retyped). A convert of a
+    layout op's result is placed before the layout op, so one cast of a
+    weight serves its transposed uses. Then redundant casts go: a convert to
+    the same type, and a convert of an exact widening (bf16 -> f32 -> bf16
+    and f16 -> f32 -> f16 become nothing, bf16 -> f32 -> f16 becomes bf16 ->
+    f16); f32 -> bf16 -> f32 rounds and stays. The module gets a `kiln.autocast` attribute
+    (dtype, casts inserted and removed, low-precision ops by name) for reports.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "Lower precision type for GEMMs: bf16 or f16">,
+  ];
+  let dependentDialects = ["::kiln::ir::KilnDialect"];
+}
+
 def KilnPartitionPass : Pass<"kiln-partition", "mlir::ModuleOp"> {
   let summary = "Split func @joint into @forward and @backward";
   let description = [{

@@ -1,7 +1,8 @@
 // kiln/passes/Pipeline.h - the Kiln compile pipeline as one function.
 //
 // Stages, in order (pipelineStageNames()):
-//   canonicalize -> cse -> remat -> partition -> fuse
+//   canonicalize -> cse -> [autocast] -> remat -> partition -> fuse
+// (autocast only with PipelineOptions::autocast set)
 // Input: a module from kiln::ir::buildModule (func @joint). Output: func
 // @forward (and @backward for joint graphs) holding only kiln.fusion,
 // kiln.matmul, layout ops and func.return.
@@ -27,10 +28,14 @@ struct PipelineOptions {
   /// kiln-remat's memory-budget, in [0, 1] (passes/README.md): 1 = the
   /// min-cut over cheap ops, 0 = recompute everything from the primals.
   double memory_budget = 1.0;
+  /// "bf16" or "f16": run kiln-autocast (dtype=<this>) on @joint before the
+  /// partition, so GEMMs (forward and backward) run in that type. Empty
+  /// (default): no autocast stage.
+  std::string autocast;
 };
 
-/// The names of the pipeline stages, in the order runPipeline runs them.
-std::vector<std::string> pipelineStageNames();
+/// The names of the pipeline stages that runPipeline runs with `options`, in order.
+std::vector<std::string> pipelineStageNames(const PipelineOptions &options = {});
 
 /// Runs the pipeline on `module` in place. On failure (a pass or the
 /// verifier fails, or a dump file can't be written) returns failure and, if

@@ -49,7 +49,8 @@ struct SlotType {
 /// What one entry of the launch list does.
 enum class LaunchKind : int8_t {
   Kernel,    ///< a JIT kernel (PackedKernel), destination-passing results
-  Gemm,      ///< f32 [M, K] x [K, N] -> [M, N] (or batched [B, M, K] x [B, K, N]) through runtime::sgemm
+  Gemm,      ///< [M, K] x [K, N] -> [M, N] (or batched [B, M, K] x [B, K, N]): f32 through runtime::sgemm,
+             ///< bf16 through runtime::gemm_bf16, f16 through runtime::gemm_f16; the result has the operands' dtype
   Transpose, ///< view: permuted sizes/strides
   Broadcast, ///< view: numpy right-aligned expand (stride 0)
   Reshape,   ///< view when strides allow, else a contiguous copy
@@ -137,9 +138,12 @@ public:
   /// the result slots. `name` is for describe() and errors.
   std::vector<int> addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
                              std::vector<SlotType> results);
-  /// f32 GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
-  /// batched: a [B, M, K], b [B, K, N] -> fresh [B, M, N], one sgemm per
-  /// batch entry on strided views (any batch strides, 0 included).
+  /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
+  /// batched: a [B, M, K], b [B, K, N] -> fresh [B, M, N], one GEMM per
+  /// batch entry on strided views (any batch strides, 0 included). a and b
+  /// have one dtype, float32 (sgemm), bfloat16 (gemm_bf16, f32 accumulation,
+  /// bf16 result) or float16 (gemm_f16); the result has that dtype. Other
+  /// dtypes or shapes fail the builder.
   int addGemm(int a, int b);
   /// View: result.sizes[i] = base.sizes[perm[i]].
   int addTranspose(int base, std::vector<int64_t> perm);
