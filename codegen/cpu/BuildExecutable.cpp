@@ -31,6 +31,39 @@ FailureOr<DType> dtypeOf(Type element) {
 
 namespace {
 
+/// Element strides of `v` at run time (see operandStrides).
+std::vector<int64_t> stridesOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  std::vector<int64_t> sizes(type.getShape().begin(), type.getShape().end());
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return runtime::contiguous_strides(sizes);
+  if (auto t = dyn_cast<ir::TransposeOp>(def)) {
+    std::vector<int64_t> in = stridesOf(t.getInput()), out;
+    for (int64_t p : t.getPermutation())
+      out.push_back(in[p]);
+    return out;
+  }
+  if (auto bc = dyn_cast<ir::BroadcastOp>(def)) {
+    auto inType = cast<RankedTensorType>(bc.getInput().getType());
+    std::vector<int64_t> in = stridesOf(bc.getInput()), out(sizes.size(), 0);
+    const size_t rank = sizes.size(), brank = inType.getRank();
+    for (size_t i = 0; i < brank; ++i) {
+      size_t d = rank - brank + i;
+      out[d] = inType.getDimSize(i) == sizes[d] ? in[i] : 0;
+    }
+    return out;
+  }
+  if (auto r = dyn_cast<ir::ReshapeOp>(def)) {
+    auto inType = cast<RankedTensorType>(r.getInput().getType());
+    std::vector<int64_t> inSizes(inType.getShape().begin(), inType.getShape().end()), out;
+    if (runtime::compute_view_strides(inSizes, stridesOf(r.getInput()), sizes, &out))
+      return out;
+    return runtime::contiguous_strides(sizes);
+  }
+  return runtime::contiguous_strides(sizes); // kernel / GEMM results, copies
+}
+
 std::string opName(Operation *op) { return op->getName().getStringRef().str(); }
 
 std::string typeString(Type type) {
@@ -184,7 +217,11 @@ private:
         return failure();
       results.push_back(*t);
     }
-    std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results));
+    // The strides the kernel was compiled for (scalar arguments: rank 0).
+    std::vector<std::vector<int64_t>> expected = binding.strides.empty() ? operandStrides(fusion) : binding.strides;
+    expected.resize(operands.size());
+    std::vector<int> out =
+        builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results), expected);
     if (out.size() != fusion.getNumResults())
       return fail(fusion, builder.error());
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
@@ -206,6 +243,13 @@ private:
 };
 
 } // namespace
+
+std::vector<std::vector<int64_t>> operandStrides(ir::FusionOp fusion) {
+  std::vector<std::vector<int64_t>> strides;
+  for (Value v : fusion.getInputs())
+    strides.push_back(stridesOf(v));
+  return strides;
+}
 
 std::shared_ptr<runtime::LaunchExecutable>
 buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {

@@ -61,6 +61,16 @@ mlir::FailureOr<DType> dtypeOf(mlir::Type elementType);
 /// `name` overrides the symbol (default: fusion.getKernel()).
 mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels, llvm::StringRef name = {});
 
+/// The element strides each operand of `fusion` has at run time: function
+/// arguments, kernel and GEMM results are row-major (the runtime copies
+/// non-contiguous inputs, LaunchExecutable::Builder::addInput); transpose,
+/// broadcast (stride 0) and reshape (a view when PyTorch's view rule allows,
+/// else a row-major copy) follow runtime::LaunchExecutable's rules. Kernels
+/// are compiled for these strides (static memref layouts), which lets LLVM
+/// vectorize loops over broadcast and transposed operands; the executable
+/// builder checks each launch against them.
+std::vector<std::vector<int64_t>> operandStrides(kiln::ir::FusionOp fusion);
+
 /// How one kernel is made shape-generic (automatic dynamic shapes,
 /// kiln/ir/DynamicShapes.h). Built by comparing a kiln.fusion with the same
 /// fusion of the graph traced at another size: every dim that differs is
@@ -71,6 +81,9 @@ mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels
 struct KernelGeneralization {
   /// Per fusion operand and per result: per dim, -1 (static) or a size class.
   std::vector<std::vector<int>> inputs, results;
+  /// Per fusion operand: its strides where they agree at both sizes, else
+  /// ShapedType::kDynamic.
+  std::vector<std::vector<int64_t>> inputStrides;
   /// The same for each body op's result, in body order (yield excluded).
   std::vector<std::vector<int>> body;
   /// Per size class: (argument index over operands then results, dim) the
@@ -183,6 +196,9 @@ buildExecutable(mlir::func::FuncOp func, std::shared_ptr<const KernelLibrary> li
 struct KernelBinding {
   runtime::PackedKernel fn = nullptr;
   std::vector<std::pair<DType, double>> scalars;
+  /// The operand strides the kernel was compiled for (kDynamic: any); empty:
+  /// operandStrides(fusion).
+  std::vector<std::vector<int64_t>> strides;
 };
 using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
 

@@ -42,9 +42,9 @@ Type storageElementType(Type element) {
   return element;
 }
 
-/// The memref type of a kernel operand: static shape, any strides/offset.
-MemRefType operandMemRefType(RankedTensorType type) {
-  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+/// The memref type of a kernel operand: its shape, the strides it has at
+/// run time (operandStrides; kDynamic where unknown), any offset.
+MemRefType operandMemRefType(RankedTensorType type, ArrayRef<int64_t> strides) {
   auto layout = StridedLayoutAttr::get(type.getContext(), ShapedType::kDynamic, strides);
   return MemRefType::get(type.getShape(), storageElementType(type.getElementType()), layout);
 }
@@ -522,11 +522,13 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   };
 
   SmallVector<Type> argTypes;
+  const std::vector<std::vector<int64_t>> strides = generic ? generic->inputStrides : operandStrides(fusion);
   for (auto [i, operand] : llvm::enumerate(fusion.getInputs())) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
     if (!type || !type.hasStaticShape())
       return fusion.emitOpError("operands must be statically shaped tensors");
-    argTypes.push_back(operandMemRefType(typeOf(operand, generic ? ArrayRef<int>(generic->inputs[i]) : ArrayRef<int>())));
+    argTypes.push_back(operandMemRefType(
+        typeOf(operand, generic ? ArrayRef<int>(generic->inputs[i]) : ArrayRef<int>()), strides[i]));
   }
   const unsigned numInputs = fusion.getInputs().size();
   SmallVector<Operation *> bodyOps;
@@ -666,6 +668,15 @@ FailureOr<KernelGeneralization> generalizeKernel(ir::FusionOp fusion, ir::Fusion
     g.inputs.emplace_back();
     if (!classes(a.getType(), r.getType(), &g.inputs.back()))
       return fail("an operand type differs in more than its sizes");
+  }
+  {
+    std::vector<std::vector<int64_t>> mine = operandStrides(fusion), theirs = operandStrides(reference);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      for (size_t d = 0; d < mine[i].size(); ++d)
+        if (mine[i][d] != theirs[i][d])
+          mine[i][d] = ShapedType::kDynamic;
+      g.inputStrides.push_back(mine[i]);
+    }
   }
   for (auto [a, r] : llvm::zip(fusion.getResults(), reference.getResults())) {
     g.results.emplace_back();

@@ -231,16 +231,32 @@ int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype)
   exe_->plans_[slot].storage = SlotStorage::Input;
   exe_->plans_[slot].def = -1;
   exe_->inputs_.push_back(slot);
+  static_strides_[slot] = contiguous_strides(exe_->types_[slot].sizes);
+  strides_known_[slot] = true;
   return slot;
 }
 
 std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
-                                                      std::vector<SlotType> results) {
+                                                      std::vector<SlotType> results,
+                                                      const std::vector<std::vector<int64_t>> &operand_strides) {
   for (int o : operands)
     if (!checkSlot(o, name.c_str()))
       return {};
   if (!error_.empty())
     return {};
+  for (size_t i = 0; i < operand_strides.size() && i < operands.size(); ++i) {
+    const int slot = operands[i];
+    const std::vector<int64_t> &want = operand_strides[i], &have = static_strides_[slot];
+    const std::vector<int64_t> &sizes = type(slot).sizes;
+    bool same = strides_known_[slot] && want.size() == sizes.size() && have.size() == sizes.size();
+    for (size_t d = 0; same && d < sizes.size(); ++d)
+      same = sizes[d] <= 1 || want[d] < 0 || want[d] == have[d];
+    if (!same) {
+      fail("kernel " + name + ": operand " + std::to_string(i) + " has strides " + join(have) +
+           " but the kernel was compiled for " + join(want));
+      return {};
+    }
+  }
   if (!fn) {
     fail("kernel " + name + ": null function");
     return {};
@@ -648,6 +664,17 @@ bool LaunchExecutable::bindInputs(const std::vector<TensorView> &inputs, std::ve
       return fail(where + "view (offset " + std::to_string(in.offset) + ", strides " + join(in.strides) +
                   ") reaches element " + std::to_string(last) + " of a buffer holding " + std::to_string(capacity));
     values[inputs_[i]] = in;
+    // Row-major inside the executable (addInput): copy anything else.
+    const std::vector<int64_t> want = contiguous_strides(in.sizes);
+    bool contiguous = true;
+    for (size_t d = 0; d < in.sizes.size(); ++d)
+      if (in.sizes[d] > 1 && in.strides[d] != want[d])
+        contiguous = false;
+    if (!contiguous && !empty) {
+      auto buffer = Buffer::make(static_cast<size_t>(in.numel()) * itemsize(in.dtype));
+      copy_to_contiguous(in, buffer->data());
+      values[inputs_[i]] = TensorView{buffer, 0, in.sizes, want, in.dtype};
+    }
   }
   return true;
 }

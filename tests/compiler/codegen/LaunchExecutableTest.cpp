@@ -121,7 +121,7 @@ TEST(codegen_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
   LaunchExecutable::Builder b;
   int w = b.addInput({4, 8}, kFloat32);
   int wt = b.addTranspose(w, {1, 0}); // view of an input
-  int flat = b.addReshape(w, {32});   // contiguous input: view at run time
+  int flat = b.addReshape(w, {32});   // inputs are row-major in the executable: a static view
   int y = b.addKernel("add_one", addOne, {flat}, {{{32}, kFloat32}})[0];
   int y2 = b.addReshape(y, {8, 4});    // statically a view
   int yt = b.addTranspose(y2, {1, 0}); // result view -> y escapes
@@ -140,7 +140,8 @@ TEST(codegen_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
   EXPECT_EQ(plans[z].storage, SlotStorage::Arena);
   EXPECT_EQ(plans[zr].storage, SlotStorage::Owned);
   EXPECT_GE(plans[z].last_use, plans[zr].def); // the view keeps z alive
-  EXPECT_EQ(exe->num_launches(), 4);           // y, z, the run-time reshape of w, zr
+  EXPECT_EQ(plans[flat].storage, SlotStorage::View);
+  EXPECT_EQ(exe->num_launches(), 3);           // y, z, zr
 
   std::vector<float> ws(32);
   for (int i = 0; i < 32; ++i)
@@ -159,7 +160,8 @@ TEST(codegen_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
 }
 
 TEST(codegen_LaunchExecutable, StridedInputsAndReshapeCopy) {
-  // The input is a transposed view: reshape must copy at run time.
+  // The input is a transposed view: run() copies it row-major first (inputs
+  // are row-major inside the executable), so the reshape is a static view.
   LaunchExecutable::Builder b;
   int x = b.addInput({3, 2}, kFloat32);
   int r = b.addReshape(x, {6});
@@ -168,7 +170,7 @@ TEST(codegen_LaunchExecutable, StridedInputsAndReshapeCopy) {
   std::string error;
   auto exe = b.finish(&error);
   ASSERT_TRUE(exe) << error;
-  EXPECT_EQ(exe->slot_plans()[r].storage, SlotStorage::Arena);
+  EXPECT_EQ(exe->slot_plans()[r].storage, SlotStorage::View);
 
   TensorView base = makeTensor({2, 3}, {0, 1, 2, 3, 4, 5});
   TensorView xt = base;
@@ -184,6 +186,18 @@ TEST(codegen_LaunchExecutable, StridedInputsAndReshapeCopy) {
   ASSERT_EQ(out.size(), 1u) << error;
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(at(out[0], {i}), expect[i] + 1.0f);
+}
+
+TEST(codegen_LaunchExecutable, KernelStrideExpectationsAreChecked) {
+  LaunchExecutable::Builder b;
+  int x = b.addInput({4, 8}, kFloat32);
+  int xt = b.addTranspose(x, {1, 0});
+  EXPECT_EQ(b.strides(xt), (std::vector<int64_t>{1, 8}));
+  b.addKernel("add_one", addOne, {xt}, {{{8, 4}, kFloat32}}, {{4, 1}}); // compiled for row-major: wrong
+  std::string error;
+  EXPECT_FALSE(b.finish(&error));
+  EXPECT_NE(error.find("operand 0 has strides [1, 8] but the kernel was compiled for [4, 1]"), std::string::npos)
+      << error;
 }
 
 TEST(codegen_LaunchExecutable, GemmWithTransposedOperand) {

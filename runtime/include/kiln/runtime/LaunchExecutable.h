@@ -128,6 +128,10 @@ public:
   ~Builder();
 
   /// The next function argument (arguments are numbered in call order).
+  /// Inputs are row-major inside the executable: run() binds a contiguous
+  /// input as is and copies any other (transposed, expanded, sliced) into a
+  /// contiguous buffer first, so every slot's strides are known here and
+  /// kernels can be specialized on them.
   int addInput(std::vector<int64_t> sizes, DType dtype);
   /// A JIT kernel in MLIR's packed convention: its flattened argument list is
   /// one memref descriptor per operand (the operand's strided view), then
@@ -136,8 +140,14 @@ public:
   /// view's first element, offset 0, sizes[r], strides[r] (elements), so
   /// identity-layout memrefs (static offset 0) see the right data. Returns
   /// the result slots. `name` is for describe() and errors.
+  /// `operand_strides` (optional, one per operand): the strides the kernel
+  /// was compiled for (its memref layouts); an operand whose strides differ
+  /// in a dim of size > 1 is an error (a codegen bug, never a silent misread).
   std::vector<int> addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
-                             std::vector<SlotType> results);
+                             std::vector<SlotType> results,
+                             const std::vector<std::vector<int64_t>> &operand_strides = {});
+  /// Element strides of a slot, as run() will see them (known for every slot).
+  const std::vector<int64_t> &strides(int slot) const { return static_strides_.at(slot); }
   /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
   /// batched: a [B, M, K], b [B, K, N] -> fresh [B, M, N], one GEMM per
   /// batch entry on strided views (any batch strides, 0 included). a and b
