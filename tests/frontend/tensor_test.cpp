@@ -149,6 +149,27 @@ TEST(Tensor, AllocatorCountsBytes) {
   EXPECT_GE(alloc.stats().peak_bytes, before + 4000);
 }
 
+TEST(Tensor, AllocatorCachesLargeBlocks) {
+  auto &alloc = runtime::cpu_allocator();
+  alloc.empty_cache();
+  const int64_t before = alloc.stats().current_bytes, hits = alloc.stats().cache_hits;
+  void *first = nullptr;
+  {
+    Tensor t = zeros({1 << 20});  // 4 MiB: cached when freed
+    first = t.raw_data();
+  }
+  EXPECT_EQ(alloc.stats().current_bytes, before);         // live bytes only
+  EXPECT_GE(alloc.stats().cached_bytes, 4 << 20);
+  {
+    Tensor t = zeros({1 << 20});
+    EXPECT_EQ(t.raw_data(), first);                        // the same block, no new pages
+    EXPECT_EQ(alloc.stats().cache_hits, hits + 1);
+    EXPECT_EQ(t.sum().item(), 0.0);
+  }
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().cached_bytes, 0);
+}
+
 TEST(Random, PhiloxKnownAnswer) {
   // Random123's known-answer test for philox4x32_10 with zero counter and key.
   auto r = Generator::philox({0, 0, 0, 0}, {0, 0});

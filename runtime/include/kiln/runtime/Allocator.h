@@ -15,6 +15,8 @@ struct MemoryStats {
   int64_t current_bytes = 0;  ///< bytes allocated and not yet freed
   int64_t peak_bytes = 0;     ///< high-water mark of current_bytes since reset
   int64_t num_allocs = 0;     ///< allocations served since start
+  int64_t cached_bytes = 0;   ///< freed blocks kept for reuse (not in current_bytes)
+  int64_t cache_hits = 0;     ///< allocations served from the cache since start
 };
 
 /// An allocator for one device. Thread-safe.
@@ -31,10 +33,19 @@ public:
   virtual MemoryStats stats() const = 0;
   /// Sets peak_bytes to current_bytes (like torch.cuda.reset_peak_memory_stats).
   virtual void reset_peak_stats() = 0;
+  /// Returns cached free blocks to the system (torch.cuda.empty_cache).
+  virtual void empty_cache() {}
 };
 
 /// The process-wide CPU allocator: 64-byte aligned (one cache line, one
-/// AVX-512 vector), with current/peak byte statistics.
+/// AVX-512 vector), with current/peak byte statistics. A caching allocator
+/// for large blocks (>= 256 KiB, the ones glibc maps fresh from the kernel,
+/// so every reuse would page-fault again): a freed block is kept in a free
+/// list of its exact rounded size and handed to the next allocation of that
+/// size (training steps and compiled runs repeat their sizes), as PyTorch's
+/// caching allocators do. At most $KILN_CPU_CACHE_MB (default 1024) MiB
+/// stay cached; beyond that blocks are freed. current_bytes/peak_bytes count
+/// live allocations only ("allocated", not "reserved").
 Allocator &cpu_allocator();
 
 /// A refcounted allocation: what a tensor's Storage and the runtime's planned
