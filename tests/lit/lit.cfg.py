@@ -16,3 +16,9 @@ tool_dirs = [getattr(config, "kiln_tools_dir", ""),
 path = os.pathsep.join([d for d in tool_dirs if d] +
                        [config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PATH"] = path
+
+# For op-docs.mlir: mlir-tblgen reads KilnOps.td with kiln's and MLIR's includes.
+kiln_source_root = getattr(config, "kiln_source_root",
+                           os.path.join(config.test_source_root, "..", ".."))
+config.substitutions.append(("%kiln_ir_include", os.path.join(kiln_source_root, "ir", "include")))
+config.substitutions.append(("%mlir_include", getattr(config, "mlir_include_dir", "/usr/lib/llvm-19/include")))

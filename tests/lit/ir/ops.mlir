@@ -137,3 +137,57 @@ func.func @empty_fusion() -> tensor<4xf32> {
   }
   return %r : tensor<4xf32>
 }
+
+// The edges the verifiers accept (their rejections are in verify-*.mlir).
+
+// CHECK-LABEL: func.func @all_predicates
+func.func @all_predicates(%a: tensor<3xi64>, %b: tensor<3xi64>, %p: tensor<3xi1>) -> (tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>) {
+  // CHECK: kiln.compare eq, %{{.*}}, %{{.*}} : tensor<3xi64>
+  %0 = kiln.compare eq, %a, %b : tensor<3xi64>
+  // CHECK: kiln.compare ne, %{{.*}}, %{{.*}} : tensor<3xi64>
+  %1 = kiln.compare ne, %a, %b : tensor<3xi64>
+  // CHECK: kiln.compare le, %{{.*}}, %{{.*}} : tensor<3xi64>
+  %2 = kiln.compare le, %a, %b : tensor<3xi64>
+  // CHECK: kiln.compare gt, %{{.*}}, %{{.*}} : tensor<3xi64>
+  %3 = kiln.compare gt, %a, %b : tensor<3xi64>
+  // CHECK: kiln.compare eq, %{{.*}}, %{{.*}} : tensor<3xi1>
+  %4 = kiln.compare eq, %p, %p : tensor<3xi1>
+  return %0, %1, %2, %3, %4 : tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>
+}
+
+// CHECK-LABEL: func.func @select_convert_types
+func.func @select_convert_types(%c: tensor<2x3xi1>, %a: tensor<2x3xi64>, %b: tensor<2x3xi64>) -> (tensor<2x3xi64>, tensor<2x3xf32>, tensor<2x3xi1>) {
+  // CHECK: kiln.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x3xi64>
+  %0 = kiln.select %c, %a, %b : tensor<2x3xi64>
+  // CHECK: kiln.convert %{{.*}} : tensor<2x3xi1> -> tensor<2x3xf32>
+  %1 = kiln.convert %c : tensor<2x3xi1> -> tensor<2x3xf32>
+  // CHECK: kiln.convert %{{.*}} : tensor<2x3xi64> -> tensor<2x3xi1>
+  %2 = kiln.convert %0 : tensor<2x3xi64> -> tensor<2x3xi1>
+  return %0, %1, %2 : tensor<2x3xi64>, tensor<2x3xf32>, tensor<2x3xi1>
+}
+
+// CHECK-LABEL: func.func @rank0_and_unit_dims
+func.func @rank0_and_unit_dims(%s: tensor<f32>, %r: tensor<1x8xf16>, %a: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf16>, tensor<f32>, tensor<f32>, tensor<1xf32>) {
+  // CHECK: kiln.broadcast %{{.*}} : tensor<f32> -> tensor<4xf32>
+  %0 = kiln.broadcast %s : tensor<f32> -> tensor<4xf32>
+  // CHECK: kiln.broadcast %{{.*}} : tensor<1x8xf16> -> tensor<4x8xf16>
+  %1 = kiln.broadcast %r : tensor<1x8xf16> -> tensor<4x8xf16>
+  // CHECK: kiln.reduce_sum %{{.*}} [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %2 = kiln.reduce_sum %a [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  // CHECK: kiln.constant 5.000000e-01 : tensor<f32>
+  %4 = kiln.constant 0.5 : tensor<f32>
+  // CHECK: kiln.reshape %{{.*}} : tensor<f32> -> tensor<1xf32>
+  %5 = kiln.reshape %4 : tensor<f32> -> tensor<1xf32>
+  return %0, %1, %2, %4, %5 : tensor<4xf32>, tensor<4x8xf16>, tensor<f32>, tensor<f32>, tensor<1xf32>
+}
+
+// CHECK-LABEL: func.func @int_and_rank3_layout
+func.func @int_and_rank3_layout(%a: tensor<2x3x4xi64>, %b: tensor<2x4x5xi64>) -> (tensor<4x2x3xi64>, tensor<2x3x5xi64>, tensor<2x3xi64>) {
+  // CHECK: kiln.transpose %{{.*}} [2, 0, 1] : tensor<2x3x4xi64> -> tensor<4x2x3xi64>
+  %0 = kiln.transpose %a [2, 0, 1] : tensor<2x3x4xi64> -> tensor<4x2x3xi64>
+  // CHECK: kiln.matmul %{{.*}}, %{{.*}} : tensor<2x3x4xi64>, tensor<2x4x5xi64> -> tensor<2x3x5xi64>
+  %1 = kiln.matmul %a, %b : tensor<2x3x4xi64>, tensor<2x4x5xi64> -> tensor<2x3x5xi64>
+  // CHECK: kiln.reduce_max %{{.*}} [2] : tensor<2x3x4xi64> -> tensor<2x3xi64>
+  %2 = kiln.reduce_max %a [2] : tensor<2x3x4xi64> -> tensor<2x3xi64>
+  return %0, %1, %2 : tensor<4x2x3xi64>, tensor<2x3x5xi64>, tensor<2x3xi64>
+}

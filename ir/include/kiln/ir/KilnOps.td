@@ -25,6 +25,8 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [ConstantLike, Pure]> {
     converted to the result element type (integer and i1 results need an
     integral value; i1 needs 0 or 1).
 
+    Example:
+
     ```mlir
     %0 = kiln.constant 0.0 : tensor<4x8xf32>
     %1 = kiln.constant 1.0 : tensor<4xi1>
@@ -53,6 +55,8 @@ class Kiln_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
     Elementwise }] # what # [{ of two tensors of identical shape and element
     type. Broadcasting is explicit (kiln.broadcast).
 
+    Example:
+
     ```mlir
     %2 = kiln.}] # mnemonic # [{ %0, %1 : tensor<4x8xf32>
     ```
@@ -72,6 +76,8 @@ class Kiln_UnaryOp<string mnemonic, string what, Type tensorType>
   let summary = "elementwise " # what;
   let description = [{
     Elementwise }] # what # [{; the result has the operand's type.
+
+    Example:
 
     ```mlir
     %1 = kiln.}] # mnemonic # [{ %0 : tensor<4x8xf32>
@@ -101,6 +107,8 @@ def Kiln_PowOp : Kiln_Op<"pow", [Pure, SameOperandsAndResultType]> {
     `torch.pow(tensor, float)`): a negative base with a non-integral
     exponent gives NaN. Floating point tensors only.
 
+    Example:
+
     ```mlir
     %1 = kiln.pow %0, 3.000000e+00 : tensor<4x8xf32>
     ```
@@ -120,6 +128,8 @@ def Kiln_CompareOp : Kiln_Op<"compare", [Pure, SameTypeOperands,
     Compares two tensors of identical type elementwise with `predicate`
     (eq, ne, lt, le, gt, ge; ordered for floats, signed for integers) and
     returns an i1 tensor of the same shape.
+
+    Example:
 
     ```mlir
     %2 = kiln.compare lt, %0, %1 : tensor<4x8xf32>
@@ -142,6 +152,8 @@ def Kiln_SelectOp : Kiln_Op<"select", [Pure,
     `result[i] = cond[i] ? true_value[i] : false_value[i]`; all three
     tensors have the same shape, `cond` is i1.
 
+    Example:
+
     ```mlir
     %3 = kiln.select %c, %a, %b : tensor<4x8xf32>
     ```
@@ -159,6 +171,8 @@ def Kiln_ConvertOp : Kiln_Op<"convert", [Pure]> {
     Casts every element to the result element type (float rounding to
     nearest even, float to int truncates toward zero, nonzero to i1 true).
     The shape is unchanged.
+
+    Example:
 
     ```mlir
     %1 = kiln.convert %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
@@ -184,6 +198,8 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure]> {
     Operands and result have the same rank and element type. Runs on a
     GEMM library (oneDNN / cuBLAS), never inside a kiln.fusion.
 
+    Example:
+
     ```mlir
     %2 = kiln.matmul %0, %1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
     %5 = kiln.matmul %3, %4 : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
@@ -206,6 +222,8 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure]> {
     `result.shape[i] = input.shape[permutation[i]]`. `permutation` is a
     permutation of `[0, rank)`. A view (strides) at execution time.
 
+    Example:
+
     ```mlir
     %1 = kiln.transpose %0 [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
     ```
@@ -226,6 +244,8 @@ def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure]> {
     operand dimension equals the result dimension or is 1. A view (zero
     strides) at execution time.
 
+    Example:
+
     ```mlir
     %1 = kiln.broadcast %0 : tensor<8xf32> -> tensor<4x8xf32>
     ```
@@ -242,6 +262,8 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
   let description = [{
     Reinterprets the row-major elements of `input` with the result shape.
     Both have the same element type and element count.
+
+    Example:
 
     ```mlir
     %1 = kiln.reshape %0 : tensor<4x8xf32> -> tensor<32xf32>
@@ -265,6 +287,8 @@ class Kiln_ReduceOp<string mnemonic, string what>
     Reduces `input` with }] # what # [{ over `dims` (sorted, unique, in
     `[0, rank)`). The result DROPS the reduced dimensions; keepdim is a
     following kiln.reshape.
+
+    Example:
 
     ```mlir
     %1 = kiln.}] # mnemonic # [{ %0 [1] : tensor<4x8xf32> -> tensor<4xf32>
@@ -295,6 +319,8 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [Pure, IsolatedFromAbove,
     elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt,
     tanh, abs, sin, cos, pow, compare, select, convert), kiln.reduce_sum and
     kiln.reduce_max.
+
+    Example:
 
     ```mlir
     %r = kiln.fusion "fusion_0" (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4xf32> {
@@ -327,6 +353,8 @@ def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator,
   let description = [{
     Terminates a kiln.fusion body; its operands become the fusion's results
     (same count and types).
+
+    Example:
 
     ```mlir
     kiln.yield %1, %2 : tensor<4xf32>, tensor<4x8xf32>

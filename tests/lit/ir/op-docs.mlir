@@ -1,0 +1,226 @@
+// Every kiln op documents itself in ODS (KilnOps.td): a summary, a
+// description and an "Example:" block in its custom assembly. The op count
+// below fails when an op is added or removed: add it to the list with its
+// own CHECK-LABEL and Example.
+// RUN: mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | FileCheck %s
+// RUN: mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | grep -c '^### `kiln\.' | FileCheck %s --check-prefix=OPS
+// RUN: mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | grep -c '^Example:$' | FileCheck %s --check-prefix=OPS
+
+// OPS: {{^}}27{{$}}
+
+// CHECK-LABEL: ### `kiln.abs`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.abs
+
+// CHECK-LABEL: ### `kiln.add`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.add
+
+// CHECK-LABEL: ### `kiln.broadcast`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.broadcast
+
+// CHECK-LABEL: ### `kiln.compare`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.compare
+
+// CHECK-LABEL: ### `kiln.constant`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.constant
+
+// CHECK-LABEL: ### `kiln.convert`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.convert
+
+// CHECK-LABEL: ### `kiln.cos`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.cos
+
+// CHECK-LABEL: ### `kiln.div`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.div
+
+// CHECK-LABEL: ### `kiln.exp`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.exp
+
+// CHECK-LABEL: ### `kiln.fusion`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.fusion
+
+// CHECK-LABEL: ### `kiln.log`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.log
+
+// CHECK-LABEL: ### `kiln.matmul`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.matmul
+
+// CHECK-LABEL: ### `kiln.mul`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.mul
+
+// CHECK-LABEL: ### `kiln.neg`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.neg
+
+// CHECK-LABEL: ### `kiln.pow`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.pow
+
+// CHECK-LABEL: ### `kiln.reduce_max`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.reduce_max
+
+// CHECK-LABEL: ### `kiln.reduce_sum`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.reduce_sum
+
+// CHECK-LABEL: ### `kiln.relu`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.relu
+
+// CHECK-LABEL: ### `kiln.reshape`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.reshape
+
+// CHECK-LABEL: ### `kiln.rsqrt`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.rsqrt
+
+// CHECK-LABEL: ### `kiln.select`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.select
+
+// CHECK-LABEL: ### `kiln.sin`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.sin
+
+// CHECK-LABEL: ### `kiln.sqrt`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.sqrt
+
+// CHECK-LABEL: ### `kiln.sub`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.sub
+
+// CHECK-LABEL: ### `kiln.tanh`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.tanh
+
+// CHECK-LABEL: ### `kiln.transpose`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.transpose
+
+// CHECK-LABEL: ### `kiln.yield`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.yield
+
