@@ -180,29 +180,44 @@ std::shared_ptr<cpu::KernelLibrary> buildLibrary(ModuleOp kernels, const Compile
   return library;
 }
 
+/// An MLIRContext with the kiln dialect and the CPU backend's dialects
+/// loaded, whose error diagnostics (verifier, passes, lowering) are collected
+/// into `diagnostics` for the compile error.
+struct CompilerContext {
+  DialectRegistry registry;
+  MLIRContext context;
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler;
+
+  static DialectRegistry makeRegistry() {
+    DialectRegistry r;
+    ir::registerKilnDialect(r);
+    cpu::registerCpuBackend(r);
+    return r;
+  }
+  CompilerContext()
+      : registry(makeRegistry()), context(registry, MLIRContext::Threading::DISABLED),
+        handler(&context, [this](Diagnostic &diag) {
+          if (diag.getSeverity() != DiagnosticSeverity::Error)
+            return success();
+          llvm::raw_string_ostream os(diagnostics);
+          os << "\n  " << diag.getLocation() << ": " << diag.str();
+          return success();
+        }) {
+    ir::loadKilnDialects(context);
+    context.loadAllAvailableDialects();
+  }
+};
+
 /// The stages, in order: build the module, run the pipeline, emit one kernel
 /// module for every kiln.fusion, lower it to LLVM, JIT it, and build one
 /// LaunchExecutable per function.
 bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out, std::string *error) {
   const auto start = Clock::now();
-  DialectRegistry registry;
-  ir::registerKilnDialect(registry);
-  cpu::registerCpuBackend(registry);
-  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
-  ir::loadKilnDialects(context);
-  context.loadAllAvailableDialects();
-
-  // MLIR diagnostics (from the verifier, passes, lowering) go into the error.
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    if (diag.getSeverity() != DiagnosticSeverity::Error)
-      return success();
-    llvm::raw_string_ostream os(diagnostics);
-    os << "\n  " << diag.getLocation() << ": " << diag.str();
-    return success();
-  });
+  CompilerContext cc;
+  MLIRContext &context = cc.context;
   auto fail = [&](const std::string &stage, const std::string &message) {
-    *error = "compile: " + stage + ": " + message + diagnostics;
+    *error = "compile: " + stage + ": " + message + cc.diagnostics;
     return false;
   };
 
@@ -347,22 +362,10 @@ bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const Co
                     std::shared_ptr<const DynamicKernels> existing, CompiledGraph *out,
                     std::shared_ptr<const DynamicKernels> *created, std::string *error) {
   const auto start = Clock::now();
-  DialectRegistry registry;
-  ir::registerKilnDialect(registry);
-  cpu::registerCpuBackend(registry);
-  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
-  ir::loadKilnDialects(context);
-  context.loadAllAvailableDialects();
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    if (diag.getSeverity() != DiagnosticSeverity::Error)
-      return success();
-    llvm::raw_string_ostream os(diagnostics);
-    os << "\n  " << diag.getLocation() << ": " << diag.str();
-    return success();
-  });
+  CompilerContext cc;
+  MLIRContext &context = cc.context;
   auto fail = [&](const std::string &stage, const std::string &message) {
-    *error = "compile (dynamic shapes): " + stage + ": " + message + diagnostics;
+    *error = "compile (dynamic shapes): " + stage + ": " + message + cc.diagnostics;
     return false;
   };
 

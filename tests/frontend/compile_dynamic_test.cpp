@@ -6,16 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "compare.h"
 #include "tiny_models.h"
 
 namespace kiln {
 namespace {
-
-void expect_close(const Tensor &got, const Tensor &want, double rtol, double atol, const std::string &what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], atol + rtol * std::abs(w[i])) << what << " [" << i << "]";
-}
+using test_models::expect_close;
 
 /// Linear -> ReLU -> Dropout -> Linear, then the mean of the squares: the
 /// mean's 1/N depends on the batch size (a runtime scalar of a generic kernel).

@@ -6,15 +6,11 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "compare.h"
 
 namespace kiln {
 namespace {
-
-void expect_close(const Tensor &got, const Tensor &want, double rtol, double atol, const std::string &what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], atol + rtol * std::abs(w[i])) << what << " [" << i << "]";
-}
+using test_models::expect_close;
 
 /// A data-dependent branch on .item(): the graph breaks at item().
 struct Branchy : nn::Module {

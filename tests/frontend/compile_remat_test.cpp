@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "tiny_models.h"
 
 namespace kiln {
 namespace {
@@ -24,41 +25,6 @@ struct DropoutMlp : nn::Module {
   }
   Tensor forward(const Tensor &x) override { return fc2->forward(drop->forward(gelu(fc1->forward(x), "tanh"))); }
   std::string name() const override { return "DropoutMlp"; }
-};
-
-/// A pre-norm GPT block with dropout on the attention weights (p 0.1) and
-/// on both residual branches (p 0.2): [B, T, C] -> [B, T, C].
-struct DropoutBlock : nn::Module {
-  int64_t C, H;
-  std::shared_ptr<nn::LayerNorm> ln1, ln2;
-  std::shared_ptr<nn::Linear> q, k, v, proj, fc1, fc2;
-  std::shared_ptr<nn::Dropout> drop1, drop2;
-  DropoutBlock(int64_t channels, int64_t heads) : C(channels), H(heads) {
-    ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{C}));
-    q = register_module("q", std::make_shared<nn::Linear>(C, C));
-    k = register_module("k", std::make_shared<nn::Linear>(C, C));
-    v = register_module("v", std::make_shared<nn::Linear>(C, C));
-    proj = register_module("proj", std::make_shared<nn::Linear>(C, C));
-    ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(Shape{C}));
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(C, 4 * C));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(4 * C, C));
-    drop1 = register_module("drop1", std::make_shared<nn::Dropout>(0.2));
-    drop2 = register_module("drop2", std::make_shared<nn::Dropout>(0.2));
-    NoGradGuard no_grad;
-    ln1->weight.copy_(randn({C}) * 0.1 + 1.0);
-    ln2->bias.copy_(randn({C}) * 0.1);
-  }
-  Tensor forward(const Tensor &x) override {
-    const int64_t B = x.size(0), T = x.size(1), D = C / H;
-    auto heads = [&](const Tensor &t) { return t.reshape({B, T, H, D}).transpose(1, 2); };
-    Tensor h = ln1->forward(x);
-    Tensor a = nn::functional::scaled_dot_product_attention(heads(q->forward(h)), heads(k->forward(h)),
-                                                            heads(v->forward(h)), Tensor(), /*dropout_p=*/0.1,
-                                                            /*is_causal=*/true);
-    Tensor y = x + drop1->forward(proj->forward(a.transpose(1, 2).reshape({B, T, C})));
-    return y + drop2->forward(fc2->forward(gelu(fc1->forward(ln2->forward(y)), "tanh")));
-  }
-  std::string name() const override { return "DropoutBlock"; }
 };
 
 /// What one compiled configuration computed: per call, the output, the input
@@ -167,7 +133,7 @@ TEST(CompileRemat, MlpGradientsMatchWithoutRemat) {
 // seconds cold; the reference comes from the kernel cache after the first).
 auto make_block = [] {
   manual_seed(21);
-  return std::make_shared<DropoutBlock>(16, 2);
+  return std::make_shared<test_models::TinyBlock>(16, 2, /*dropout=*/0.2, /*attn_dropout=*/0.1);
 };
 const Shape kBlockInput{2, 8, 16};
 

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "compare.h"
 #include "tiny_models.h"
 
 namespace kiln {
 namespace {
+using test_models::expect_close;
 using test_models::TinyBlock;
 using test_models::TinyGPT;
 
@@ -108,13 +110,6 @@ TEST(Compile, UncapturableOpBreaksTheGraph) {
 
 // ---- transformer block: layer_norm, attention (batched matmul), GELU-tanh ----
 // (TinyBlock and TinyGPT are in tiny_models.h)
-
-/// Element-wise |got - want| <= atol + rtol |want|.
-void expect_close(const Tensor &got, const Tensor &want, double rtol, double atol, const std::string &what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], atol + rtol * std::abs(w[i])) << what << " [" << i << "]";
-}
 
 /// Compiled vs eager: forward output and every parameter gradient, on the
 /// trace call and on a cached call with a new input of the same shape.

@@ -6,12 +6,16 @@
 
 namespace kiln::test_models {
 
-/// A pre-norm GPT block: x + proj(attn(ln1(x))), then + fc2(gelu(fc1(ln2(x)))).
+/// A pre-norm GPT block: x + drop(proj(attn(ln1(x)))), then
+/// + drop(fc2(gelu(fc1(ln2(x))))); `dropout` on both residual branches and
+/// `attn_dropout` on the attention weights (0: none, no random draws).
 struct TinyBlock : nn::Module {
   int64_t C, H;
+  double p, attn_p;
   std::shared_ptr<nn::LayerNorm> ln1, ln2;
   std::shared_ptr<nn::Linear> q, k, v, proj, fc1, fc2;
-  TinyBlock(int64_t channels, int64_t heads) : C(channels), H(heads) {
+  TinyBlock(int64_t channels, int64_t heads, double dropout = 0.0, double attn_dropout = 0.0)
+      : C(channels), H(heads), p(dropout), attn_p(attn_dropout) {
     ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(Shape{C}));
     q = register_module("q", std::make_shared<nn::Linear>(C, C));
     k = register_module("k", std::make_shared<nn::Linear>(C, C));
@@ -32,9 +36,10 @@ struct TinyBlock : nn::Module {
     auto heads = [&](const Tensor &t) { return t.reshape({B, T, H, D}).transpose(1, 2); };  // [B, H, T, D]
     Tensor h = ln1->forward(x);
     Tensor a = nn::functional::scaled_dot_product_attention(heads(q->forward(h)), heads(k->forward(h)),
-                                                            heads(v->forward(h)), Tensor(), 0.0, /*is_causal=*/true);
-    Tensor y = x + proj->forward(a.transpose(1, 2).reshape({B, T, C}));
-    return y + fc2->forward(gelu(fc1->forward(ln2->forward(y)), "tanh"));
+                                                            heads(v->forward(h)), Tensor(), is_training() ? attn_p : 0.0,
+                                                            /*is_causal=*/true);
+    Tensor y = x + nn::functional::dropout(proj->forward(a.transpose(1, 2).reshape({B, T, C})), p, is_training());
+    return y + nn::functional::dropout(fc2->forward(gelu(fc1->forward(ln2->forward(y)), "tanh")), p, is_training());
   }
   std::string name() const override { return "TinyBlock"; }
 };
