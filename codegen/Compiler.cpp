@@ -506,22 +506,9 @@ bool instantiateGraphDynamic(const ir::Graph &graph, const std::shared_ptr<const
 }
 
 bool compileGraph(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out, std::string *error) {
-  std::string message;
-  bool ok = false;
-  // MLIR and LLVM never throw; this catches std::bad_alloc and anything from
-  // the runtime side so no exception leaves the compiler.
-  try {
-    ok = compile(graph, options, out, &message);
-  } catch (const std::exception &e) {
-    message = std::string("compile: unexpected exception: ") + e.what();
-    ok = false;
-  } catch (...) {
-    message = "compile: unexpected exception";
-    ok = false;
-  }
-  if (!ok && error)
-    *error = message.empty() ? "compile: failed" : message;
-  return ok;
+  // MLIR and LLVM never throw; `guarded` catches std::bad_alloc and anything
+  // from the runtime side so no exception leaves the compiler.
+  return guarded([&](std::string *message) { return compile(graph, options, out, message); }, error);
 }
 
 } // namespace kiln::codegen
