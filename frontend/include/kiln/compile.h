@@ -22,7 +22,10 @@
 // backward (AOTAutograd per subgraph), so loss.backward() flows through the
 // segments and the eager ops between them. KILN_LOG=graph_breaks prints
 // where and why; CompiledModule::graph_breaks() lists the ops of the last
-// call. Segments are compiled with static shapes.
+// call. Segments are compiled with static shapes, once per distinct
+// segment graph (cache_size_limit does not apply to them); ops are recorded
+// on every call, so a module with breaks pays the per-op recording cost (no
+// kernel math) on top of its compiled segments.
 // Errors: compiler failures throw kiln::Error with the compiler's diagnostic.
 // Guards: input shape, dtype, device, requires_grad; training mode; grad
 // mode; the parameters' requires_grad flags; CompileOptions::autocast. Random ops (dropout) are graph

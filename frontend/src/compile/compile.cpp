@@ -524,7 +524,6 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
   tracer.reset();
   std::string key = graph_signature(graph) + "|rg=";
   for (const Tensor &t : inputs) key += (grad_enabled && t.requires_grad()) ? '1' : '0';
-  const int index = static_cast<int>(last_breaks_.size());  // for logs only
   auto it = segments_.find(key);
   std::shared_ptr<Segment> segment;
   if (it != segments_.end()) {
@@ -537,7 +536,6 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
       std::fprintf(stderr, "[kiln] %s: compiled segment (%d ops, %zu inputs, %zu outputs) ending %s%s%s\n",
                    name().c_str(), segment->num_ops, inputs.size(), holders.size(),
                    op ? "at the graph break '" : "the forward", op ? op : "", op ? "'" : "");
-    (void)index;
   }
   const Artifact &artifact = *segment->artifact;
   std::vector<runtime::TensorView> primals;
