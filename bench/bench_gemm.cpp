@@ -55,7 +55,7 @@ void BM_GemmF32(benchmark::State &state) {
 /// gemm16 on bfloat16 copies of the same values; `out` is the result dtype.
 void gemm_bf16(benchmark::State &state, kiln::DType out) {
   const int64_t n = state.range(0);
-  if (!kiln::runtime::gemm16_supported(kiln::kBFloat16)) {
+  if (!kiln::runtime::gemm16_native(kiln::kBFloat16)) {
     state.SkipWithError("oneDNN has no bfloat16 matmul on this CPU");
     return;
   }

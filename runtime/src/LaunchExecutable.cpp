@@ -763,23 +763,19 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
     case LaunchKind::Gemm: {
       const TensorView &a = values[l.operands[0]], &b = values[l.operands[1]];
       TensorView &c = materialize(l.results[0]);
-      // Rank 3: one sgemm per batch entry on strided matrix views (any
-      // batch stride, including 0 for a broadcast operand).
+      // Rank 3: strided matrix views with any batch stride (0 for a
+      // broadcast operand); f32 runs one sgemm per batch entry, 16-bit
+      // dtypes one gemm16_batched call.
       const size_t r = a.sizes.size();
       const int64_t batches = r == 3 ? a.sizes[0] : 1;
       const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
       const int64_t M = a.sizes[r - 2], N = b.sizes[r - 1];
-      if (a.dtype != DType::Float32) {  // bfloat16 (oneDNN matmul) or float16 (via f32)
-        const auto *pa = static_cast<const uint16_t *>(a.data()), *pb = static_cast<const uint16_t *>(b.data());
-        auto *pc = static_cast<uint16_t *>(c.data());
-        Matrix16View ma{pa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
-        Matrix16View mb{pb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
-        if (a.dtype == DType::BFloat16) {
-          gemm_bf16_batched(batches, ma, sa, mb, sb, pc, std::max<int64_t>(N, 1), M * N, DType::BFloat16);
-          break;
-        }
-        for (int64_t i = 0; i < batches; ++i, ma.data += sa, mb.data += sb)
-          gemm_f16(ma, mb, pc + i * M * N, std::max<int64_t>(N, 1));
+      if (a.dtype != DType::Float32) {  // bfloat16 (one oneDNN matmul for the batch) or float16 (via f32)
+        Matrix16View ma{static_cast<const uint16_t *>(a.data()), M, a.sizes[r - 1], a.strides[r - 2],
+                        a.strides[r - 1]};
+        Matrix16View mb{static_cast<const uint16_t *>(b.data()), b.sizes[r - 2], N, b.strides[r - 2],
+                        b.strides[r - 1]};
+        gemm16_batched(a.dtype, batches, ma, sa, mb, sb, a.dtype, c.data(), std::max<int64_t>(N, 1), M * N);
         break;
       }
       const float *pa = static_cast<const float *>(a.data()), *pb = static_cast<const float *>(b.data());

@@ -339,7 +339,7 @@ void check_gemm16(int64_t M, int64_t K, int64_t N, bool a_transposed, bool b_tra
 }
 
 TEST(Gemm16, Bf16MatchesFloat32ReferenceOnTheSameRoundedInputs) {
-  if (!runtime::gemm16_supported(kBFloat16)) GTEST_SKIP() << "oneDNN has no bfloat16 matmul on this CPU";
+  if (!runtime::gemm16_native(kBFloat16)) GTEST_SKIP() << "oneDNN has no bfloat16 matmul on this CPU";
   for (DType out : {kFloat32, kBFloat16}) {
     check_gemm16(7, 13, 5, false, false, out);
     check_gemm16(64, 96, 33, true, false, out);
@@ -350,7 +350,7 @@ TEST(Gemm16, Bf16MatchesFloat32ReferenceOnTheSameRoundedInputs) {
 }
 
 TEST(Gemm16, EmptyInnerDimGivesZerosAndBadArgumentsThrow) {
-  if (!runtime::gemm16_supported(kBFloat16)) GTEST_SKIP() << "oneDNN has no bfloat16 matmul on this CPU";
+  if (!runtime::gemm16_native(kBFloat16)) GTEST_SKIP() << "oneDNN has no bfloat16 matmul on this CPU";
   std::vector<float> c(6, NAN);
   uint16_t dummy = 0;
   runtime::gemm16(kBFloat16, {&dummy, 2, 0, 0, 1}, {&dummy, 0, 3, 3, 1}, kFloat32, c.data(), 3);
@@ -361,7 +361,25 @@ TEST(Gemm16, EmptyInnerDimGivesZerosAndBadArgumentsThrow) {
                std::runtime_error);
   EXPECT_THROW(runtime::gemm16(kBFloat16, {&dummy, 1, 2, 2, 1}, {&dummy, 1, 1, 1, 1}, kFloat32, c.data(), 1),
                std::runtime_error);
-  EXPECT_FALSE(runtime::gemm16_supported(kFloat32));
+  EXPECT_FALSE(runtime::gemm16_native(kFloat32));
+}
+
+// bmm on bfloat16 runs one gemm16_batched call on the operands' strides: a
+// broadcast operand (batch stride 0) and one whose batches interleave with
+// its rows (a permuted view) must give float32 products of the same values,
+// rounded once.
+TEST(Gemm16, EagerBmmOnBroadcastAndPermutedBf16Operands) {
+  manual_seed(11);
+  Tensor a = randn({1, 5, 8}).to(kBFloat16).expand({3, 5, 8});              // batch stride 0
+  Tensor b = randn({8, 3, 6}).to(kBFloat16).permute({1, 0, 2});             // [3, 8, 6], batch stride 6
+  ASSERT_EQ(a.stride(0), 0);
+  ASSERT_EQ(b.stride(0), 6);
+  Tensor c = bmm(a, b);
+  ASSERT_EQ(c.dtype(), kBFloat16);
+  Tensor ref = bmm(a.to(kFloat32), b.to(kFloat32));
+  auto cv = c.to_vector<double>(), rv = ref.to_vector<double>();
+  ASSERT_EQ(cv.size(), 3u * 5 * 6);
+  for (size_t i = 0; i < cv.size(); ++i) EXPECT_NEAR(cv[i], rv[i], std::ldexp(std::abs(rv[i]), -8) + 1e-5) << i;
 }
 
 TEST(Gemm16, EagerMatmulAndBmmOnBf16UseIt) {
@@ -373,7 +391,7 @@ TEST(Gemm16, EagerMatmulAndBmmOnBf16UseIt) {
   Tensor ref = bmm(a.to(kFloat32), b.to(kFloat32));
   auto cv = c.to_vector<double>(), rv = ref.to_vector<double>();
   for (size_t i = 0; i < cv.size(); ++i) EXPECT_NEAR(cv[i], rv[i], std::ldexp(std::abs(rv[i]), -8) + 1e-5) << i;
-  if (runtime::gemm16_supported(kBFloat16)) {
+  if (runtime::gemm16_native(kBFloat16)) {
     // Bitwise what gemm16 gives for matrix 1 read through a transposed view.
     Tensor bt = b.transpose(1, 2).contiguous().transpose(1, 2);  // column-major batches
     Tensor c1 = matmul(a.narrow(0, 1, 1).squeeze(0), bt.narrow(0, 1, 1).squeeze(0));

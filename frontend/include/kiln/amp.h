@@ -80,7 +80,7 @@ DType autocast_dtype();
 ///   { AutocastGuard a(kBFloat16); { AutocastGuard off(kBFloat16, false); ... } ... }
 /// dtype must be kBFloat16 or kFloat16 (on this CPU bfloat16 GEMMs run on
 /// oneDNN's AMX/AVX512-BF16 kernels; float16 GEMMs convert to float32, see
-/// runtime::gemm16_supported). Throws kiln::Error naming the dtype for any
+/// runtime::gemm16_native). Throws kiln::Error naming the dtype for any
 /// other dtype (float32 and float64 included), whether enabled or not.
 class AutocastGuard {
 public:

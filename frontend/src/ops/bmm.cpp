@@ -1,8 +1,8 @@
 // bmm: batched matrix multiply [B, M, K] x [B, K, N] -> [B, M, N].
 // float32 runs runtime::sgemm (oneDNN) once per batch on strided matrix
 // views (transposed operands cost nothing); bfloat16 x bfloat16 runs
-// runtime::gemm16 (oneDNN matmul, AMX/AVX512-BF16) the same way; float64 is
-// a plain loop.
+// runtime::gemm16_batched (one oneDNN matmul for the whole batch,
+// AMX/AVX512-BF16; batch stride 0 broadcasts); float64 is a plain loop.
 #include <optional>
 #include <algorithm>
 
@@ -30,13 +30,12 @@ void bmm_float(const Tensor &a, const Tensor &b, Tensor &out) {
   for (int64_t i = 0; i < a.size(0); ++i) runtime::sgemm(batch_view(a, i), batch_view(b, i), c + i * M * N, N);
 }
 
-/// out[b] = a[b] x b[b] for bfloat16/float16 through runtime::gemm16 (float32
-/// accumulation, the result rounded once).
+/// out[b] = a[b] x b[b] for bfloat16/float16 in one runtime::gemm16_batched
+/// call (float32 accumulation, the result rounded once).
 void bmm_half(const Tensor &a, const Tensor &b, Tensor &out) {
   const int64_t M = a.size(1), N = b.size(2);
-  auto *c = static_cast<uint16_t *>(out.raw_data());
-  for (int64_t i = 0; i < a.size(0); ++i)
-    runtime::gemm16(a.dtype(), gemm::matrix16_view(a, i), gemm::matrix16_view(b, i), a.dtype(), c + i * M * N, N);
+  runtime::gemm16_batched(a.dtype(), a.size(0), gemm::matrix16_view(a), a.stride(0), gemm::matrix16_view(b),
+                          b.stride(0), a.dtype(), out.raw_data(), N, M * N);
 }
 
 /// out[b] = a[b] x b[b] for float64: an i-k-j loop per batch.

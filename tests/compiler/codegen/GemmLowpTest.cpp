@@ -1,5 +1,6 @@
-// The 16-bit float GEMMs of the runtime (gemm_bf16 through a oneDNN matmul,
-// gemm_f16 through sgemm) and bf16/f16 GEMM launches of a LaunchExecutable,
+// The 16-bit float GEMMs of the runtime (gemm16 / gemm16_batched: bf16
+// through a oneDNN matmul, f16 through sgemm) and bf16/f16 GEMM launches of a
+// LaunchExecutable,
 // against double-precision references computed here. Inputs are exactly
 // representable in bf16/f16, so the products are exact and only the f32
 // accumulation order (and, for 16-bit results, one rounding) differs.
@@ -95,9 +96,9 @@ TEST(runtime_GemmLowp, BF16AllLayoutsF32AndBF16Results) {
       std::vector<double> ref, scale;
       reference(a, b, M, K, N, ref, scale);
       std::vector<float> c32(M * (N + 2), -1.0f); // ldc = N + 2: the padding stays untouched
-      gemm_bf16(a.view, b.view, c32.data(), N + 2, DType::Float32);
+      gemm16(DType::BFloat16, a.view, b.view, DType::Float32, c32.data(), N + 2);
       std::vector<uint16_t> c16(M * N);
-      gemm_bf16(a.view, b.view, c16.data(), N, DType::BFloat16);
+      gemm16(DType::BFloat16, a.view, b.view, DType::BFloat16, c16.data(), N);
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < N; ++j) {
           const double want = ref[i * N + j], tol = 1e-6 * scale[i * N + j];
@@ -136,7 +137,7 @@ TEST(runtime_GemmLowp, BF16BatchedWithSharedAndStridedOperands) {
       vb.data = pb.data();
       const int64_t sc = M * N + 3;
       std::vector<float> c(batch * sc, -1.0f);
-      gemm_bf16_batched(batch, va, sa, vb, shared ? 0 : sb, c.data(), N, sc, DType::Float32);
+      gemm16_batched(DType::BFloat16, batch, va, sa, vb, shared ? 0 : sb, DType::Float32, c.data(), N, sc);
       for (int64_t i = 0; i < batch; ++i) {
         std::vector<double> ref, scale;
         reference(as[i], bs[shared ? 0 : i], M, K, N, ref, scale);
@@ -154,7 +155,7 @@ TEST(runtime_GemmLowp, F16ThroughF32) {
   std::vector<double> ref, scale;
   reference(a, b, M, K, N, ref, scale);
   std::vector<uint16_t> c(M * N);
-  gemm_f16(a.view, b.view, c.data(), N);
+  gemm16(DType::Float16, a.view, b.view, DType::Float16, c.data(), N);
   for (int64_t i = 0; i < M * N; ++i)
     EXPECT_NEAR(fromF16(c[i]), ref[i], std::abs(ref[i]) * std::ldexp(1.0, -11) + 1e-6 * scale[i]) << i;
 }
@@ -162,10 +163,68 @@ TEST(runtime_GemmLowp, F16ThroughF32) {
 TEST(runtime_GemmLowp, EmptyAndZeroK) {
   std::vector<uint16_t> a(6, toBF16(1.0f)), b(6, toBF16(1.0f));
   std::vector<float> c(4, 7.0f);
-  gemm_bf16(Matrix16View{a.data(), 2, 0, 0, 1}, Matrix16View{b.data(), 0, 2, 2, 1}, c.data(), 2, DType::Float32);
+  gemm16(DType::BFloat16, Matrix16View{a.data(), 2, 0, 0, 1}, Matrix16View{b.data(), 0, 2, 2, 1}, DType::Float32, c.data(), 2);
   for (float v : c)
     EXPECT_EQ(v, 0.0f);
-  gemm_bf16(Matrix16View{a.data(), 0, 3, 3, 1}, Matrix16View{b.data(), 3, 2, 2, 1}, c.data(), 2, DType::Float32);
+  gemm16(DType::BFloat16, Matrix16View{a.data(), 0, 3, 3, 1}, Matrix16View{b.data(), 3, 2, 2, 1}, DType::Float32, c.data(), 2);
+  // Batched K == 0 with a 16-bit result: zeros in every C[i], the gaps
+  // (ldc = 3, batch stride 7) untouched, for both dtypes.
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    std::vector<uint16_t> c16(14, 0x1234);
+    gemm16_batched(dtype, 2, Matrix16View{a.data(), 2, 0, 0, 1}, 0, Matrix16View{b.data(), 0, 2, 2, 1}, 0, dtype,
+                   c16.data(), 3, 7);
+    for (int64_t i = 0; i < 14; ++i) {
+      const bool written = i % 7 < 6 && i % 7 % 3 < 2;
+      EXPECT_EQ(c16[i], written ? 0 : 0x1234) << dtype_name(dtype) << " element " << i;
+    }
+  }
+}
+
+/// Float16 batches (no oneDNN f16 matmul: through sgemm) with A shared by
+/// every i (batch stride 0), B column-major per batch, f32 and f16 results
+/// with padded rows and batches; against the per-matrix reference.
+TEST(runtime_GemmLowp, F16BatchedThroughF32WithSharedOperand) {
+  const int64_t batch = 3, M = 6, K = 21, N = 4, ldc = N + 1, sc = M * ldc + 2;
+  std::mt19937 rng(11);
+  Matrix a = makeMatrix(M, K, Layout::Strided, false, rng);
+  std::vector<Matrix> bs;
+  std::vector<uint16_t> pb;
+  for (int64_t i = 0; i < batch; ++i) {
+    bs.push_back(makeMatrix(K, N, Layout::ColMajor, false, rng));
+    pb.insert(pb.end(), bs[i].storage.begin(), bs[i].storage.end());
+  }
+  Matrix16View vb = bs[0].view;
+  vb.data = pb.data();
+  std::vector<float> c32(batch * sc, -1.0f);
+  std::vector<uint16_t> c16(batch * sc, 0xffff);
+  gemm16_batched(DType::Float16, batch, a.view, 0, vb, K * N, DType::Float32, c32.data(), ldc, sc);
+  gemm16_batched(DType::Float16, batch, a.view, 0, vb, K * N, DType::Float16, c16.data(), ldc, sc);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<double> ref, scale;
+    reference(a, bs[i], M, K, N, ref, scale);
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t at = i * sc + r * ldc + j;
+        const double want = ref[r * N + j], tol = 1e-6 * scale[r * N + j];
+        EXPECT_NEAR(c32[at], want, tol) << "batch " << i << " (" << r << ", " << j << ")";
+        EXPECT_NEAR(fromF16(c16[at]), want, std::abs(want) * std::ldexp(1.0, -11) + tol)
+            << "batch " << i << " (" << r << ", " << j << ")";
+      }
+      EXPECT_EQ(c32[i * sc + r * ldc + N], -1.0f);
+      EXPECT_EQ(c16[i * sc + r * ldc + N], 0xffff);
+    }
+  }
+}
+
+TEST(runtime_GemmLowp, BadArgumentsThrow) {
+  uint16_t x = 0;
+  float c = 0.0f;
+  const Matrix16View one{&x, 1, 1, 1, 1};
+  EXPECT_FALSE(gemm16_native(DType::Float32));
+  // Float16 inputs with a bfloat16 result, a negative batch, float32 inputs.
+  EXPECT_THROW(gemm16(DType::Float16, one, one, DType::BFloat16, &c, 1), std::runtime_error);
+  EXPECT_THROW(gemm16_batched(DType::BFloat16, -1, one, 0, one, 0, DType::Float32, &c, 1, 1), std::runtime_error);
+  EXPECT_THROW(gemm16_batched(DType::Float32, 1, one, 0, one, 0, DType::Float32, &c, 1, 1), std::runtime_error);
 }
 
 /// y[b] = x[b] x transpose(w[b]) and z[b] = x[b] x m (m broadcast over the

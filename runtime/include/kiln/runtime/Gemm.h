@@ -21,7 +21,12 @@ struct MatrixView {
 /// Precondition (checked by callers): A.cols == B.rows.
 void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc);
 
-// ---- 16-bit float GEMMs (eager bf16 and autocast) ----------------------------
+// ---- 16-bit float GEMMs (eager bf16 matmul/bmm, compiled bf16/f16 GEMMs) ------
+//
+// One implementation: gemm16_batched. bfloat16 runs on oneDNN's matmul
+// primitive (one primitive cache, one operand-layout rule); float16 runs on
+// sgemm in float32, because oneDNN 2.6 has no CPU f16 matmul. gemm16 is the
+// single-matrix case.
 
 /// A strided 2-D view of 16-bit floats (bfloat16 or IEEE half bit
 /// patterns): element (i, j) is data[i*row_stride + j*col_stride].
@@ -31,50 +36,46 @@ struct Matrix16View {
   int64_t row_stride, col_stride;  ///< in elements
 };
 
-/// Whether gemm16 can multiply `in`-typed operands on this CPU: true when
-/// oneDNN (2.6) creates a matmul primitive for them. BFloat16: yes (AMX-BF16
-/// or AVX512-BF16 kernels where the CPU has them, oneDNN's emulation on
-/// plain AVX-512). Float16: no with oneDNN 2.6 on CPU (it has no f16
-/// matmul; callers convert to float32 and use sgemm). Any other dtype:
-/// false. Probed once per dtype and cached.
-bool gemm16_supported(DType in);
+/// Whether gemm16/gemm16_batched multiply `in`-typed operands natively on a
+/// oneDNN matmul primitive (float32 accumulation) on this CPU. BFloat16: yes
+/// with oneDNN 2.6 (AMX-BF16 or AVX512-BF16 kernels where the CPU has them,
+/// oneDNN's emulation on plain AVX-512). Float16: no with oneDNN 2.6 on CPU
+/// (not even with AVX512-FP16); gemm16 still accepts it and computes through
+/// sgemm in float32, and eager matmul converts to float32 itself. Any other
+/// dtype: false. Probed once per dtype (a 16x16 primitive) and cached.
+bool gemm16_native(DType in);
 
-/// C[M, N] = A[M, K] x B[K, N] with A and B of dtype `in` (16-bit floats),
-/// accumulated in float32 by oneDNN's matmul primitive; C has dtype `out`
-/// (Float32, or `in`: the float32 sum rounded once, to nearest even) and
-/// is row-major with leading dimension `ldc` (elements). A and B may be
-/// row- or column-major views (passed to oneDNN as strided memory
-/// descriptors); any other layout is copied first. Primitives are cached
-/// per (shape, layout, dtypes), so repeated shapes skip oneDNN's ~30 us
-/// primitive creation. Thread-safe.
-/// Preconditions (checked by callers): A.cols == B.rows,
-/// gemm16_supported(in), out is Float32 or `in`. Throws std::runtime_error
-/// (with oneDNN's message) when they do not hold.
+/// Batched 16-bit GEMM: C[i] = A[i] x B[i] for i < batch, each A[i] [M, K],
+/// B[i] [K, N], C[i] [M, N], with A and B of dtype `in` (BFloat16 or
+/// Float16) and C of dtype `out` (Float32, or `in`: the float32 sum rounded
+/// once, to nearest even).
+///  - Layout: A[i] starts `a_batch_stride` elements after A[i-1] (0: one A
+///    broadcast to every i; the same for B); each matrix may be a row- or
+///    column-major view (a transposed operand costs nothing, passed as a
+///    strided memory descriptor); any other layout is copied first. C[i]
+///    starts `c_batch_stride` elements after C[i-1] and is row-major with
+///    leading dimension `ldc` (elements); C's other elements are untouched.
+///    All strides are in elements.
+///  - K == 0 writes zeros (sums of nothing); batch, M or N == 0 does nothing.
+///  - BFloat16 (gemm16_native): one oneDNN 2.6 matmul primitive for the whole
+///    batch (a loop of 2-D calls is ~8x slower on attention-sized matrices),
+///    float32 accumulation. Primitives are cached by (batch, shapes, strides,
+///    dtypes) in one process-wide cache (cleared at 256 entries), so repeated
+///    shapes skip oneDNN's ~20-30 us primitive creation. Thread-safe.
+///  - Float16 without a native matmul: A and B widened to float32 (exact),
+///    multiplied by sgemm per batch entry, C rounded once to float16 (nearest
+///    even) when out is Float16: the result PyTorch's CPU f16 matmul gives
+///    (float32 accumulation, one rounding), at f32 speed plus two conversions.
+/// Throws std::runtime_error naming the bad value when `in` is not BFloat16
+/// or Float16, `out` is neither Float32 nor `in`, A.cols != B.rows, or batch
+/// < 0; and (with oneDNN's message) when oneDNN creates no primitive.
+void gemm16_batched(DType in, int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
+                    int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride);
+
+/// C[M, N] = A[M, K] x B[K, N]: gemm16_batched with batch 1 (same dtypes,
+/// layouts, rounding, K == 0 zeros and errors). A and B of dtype `in`
+/// (BFloat16 or Float16), C of dtype `out` (Float32 or `in`), row-major with
+/// leading dimension `ldc` (elements).
 void gemm16(DType in, const Matrix16View &A, const Matrix16View &B, DType out, void *C, int64_t ldc);
-/// C[M, N] = A[M, K] x B[K, N] with bfloat16 A and B, products accumulated in
-/// f32, C contiguous row-major with leading dimension `ldc` (elements) of
-/// `c_dtype` Float32 (unrounded) or BFloat16 (rounded once, to nearest even).
-/// Through a oneDNN matmul primitive (AMX / AVX512-BF16 brgemm kernels on CPUs
-/// that have them, a reference kernel otherwise); primitives are cached per
-/// thread by shape, strides and dtypes. A and B may be row- or column-major
-/// views (a transposed operand costs nothing); any other layout is copied first.
-/// Precondition (checked by callers): A.cols == B.rows, c_dtype is Float32 or
-/// BFloat16. Throws std::runtime_error if oneDNN has no implementation.
-void gemm_bf16(const Matrix16View &A, const Matrix16View &B, void *C, int64_t ldc, DType c_dtype);
-
-/// gemm_bf16 over a batch in one oneDNN primitive (a loop of 2-D calls is
-/// ~8x slower on attention-sized matrices here): C[i] = A[i] x B[i] for
-/// i < batch, where A[i] starts `a_batch_stride` elements after A[i - 1]
-/// (0: one A for every i, a broadcast), the same for B, and C[i] starts
-/// `c_batch_stride` elements after C[i - 1] (C[i] contiguous rows, `ldc`).
-void gemm_bf16_batched(int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
-                       int64_t b_batch_stride, void *C, int64_t ldc, int64_t c_batch_stride, DType c_dtype);
-
-/// C[M, N] = A[M, K] x B[K, N] with IEEE float16 A, B and C (C contiguous,
-/// leading dimension `ldc`). oneDNN 2.6 has no f16 matmul on CPUs (not even
-/// with AVX512-FP16), so A and B are widened to f32 (exact), multiplied by
-/// sgemm, and C is rounded once to f16 (nearest even): the result PyTorch's
-/// CPU f16 matmul gives, at f32 speed plus two conversions.
-void gemm_f16(const Matrix16View &A, const Matrix16View &B, uint16_t *C, int64_t ldc);
 
 }  // namespace kiln::runtime

@@ -50,7 +50,7 @@ struct SlotType {
 enum class LaunchKind : int8_t {
   Kernel,    ///< a JIT kernel (PackedKernel), destination-passing results
   Gemm,      ///< [M, K] x [K, N] -> [M, N] (or batched [B, M, K] x [B, K, N]): f32 through runtime::sgemm,
-             ///< bf16 through runtime::gemm_bf16, f16 through runtime::gemm_f16; the result has the operands' dtype
+             ///< bf16 and f16 through runtime::gemm16_batched; the result has the operands' dtype
   Transpose, ///< view: permuted sizes/strides
   Broadcast, ///< view: numpy right-aligned expand (stride 0)
   Reshape,   ///< view when strides allow, else a contiguous copy
@@ -149,11 +149,12 @@ public:
   /// Element strides of a slot, as run() will see them (known for every slot).
   const std::vector<int64_t> &strides(int slot) const { return static_strides_.at(slot); }
   /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
-  /// batched: a [B, M, K], b [B, K, N] -> fresh [B, M, N], one GEMM per
-  /// batch entry on strided views (any batch strides, 0 included). a and b
-  /// have one dtype, float32 (sgemm), bfloat16 (gemm_bf16, f32 accumulation,
-  /// bf16 result) or float16 (gemm_f16); the result has that dtype. Other
-  /// dtypes or shapes fail the builder.
+  /// batched: a [B, M, K], b [B, K, N] -> fresh [B, M, N] on strided views
+  /// (any batch strides, 0 included). a and b have one dtype, float32 (one
+  /// sgemm per batch entry), bfloat16 (gemm16_batched: one oneDNN matmul for
+  /// the batch, f32 accumulation, bf16 result) or float16 (gemm16_batched:
+  /// through f32 sgemm, f16 result); the result has that dtype. Other dtypes
+  /// or shapes fail the builder.
   int addGemm(int a, int b);
   /// View: result.sizes[i] = base.sizes[perm[i]].
   int addTranspose(int base, std::vector<int64_t> perm);
