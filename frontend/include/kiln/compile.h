@@ -143,6 +143,7 @@ private:
   bool graph_breaks_ = false;  ///< the whole graph hit an uncapturable op: run as segments
   std::map<std::string, std::shared_ptr<Segment>> segments_;
   std::vector<std::string> last_breaks_;
+  std::vector<std::string> recompile_reasons_;  ///< why each artifact after the first was compiled
   std::shared_ptr<Artifact> compile_for(const Tensor &input, const GuardKey &guard, bool grad_enabled);
   bool compile_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why);
   std::shared_ptr<Artifact> instantiate(const DynamicFamily &family, int64_t s, std::string *why);

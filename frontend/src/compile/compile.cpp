@@ -411,12 +411,13 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
         previous = a;
         break;
       }
+  const std::string reason = cache_.empty() || !last_guard_ ? std::string() : guard.diff(last_guard_->key);
   if (log) {
-    if (cache_.empty())
+    if (reason.empty())
       std::fprintf(stderr, "[kiln] compiling %s for %s\n", name().c_str(), key.c_str());
     else
       std::fprintf(stderr, "[kiln] recompiling %s (%d compiled): %s\n", name().c_str(), stats_.compiles,
-                   guard.diff(last_guard_->key).c_str());
+                   reason.c_str());
   }
   std::shared_ptr<Artifact> artifact;
   const Generator generator_before = default_generator();
@@ -438,6 +439,7 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
   if (previous) {
     std::string why;
     if (compile_dynamic(*artifact, *previous, dim, &why)) {
+      recompile_reasons_.push_back(reason + "; dim " + std::to_string(dim) + " is now dynamic");
       if (log)
         std::fprintf(stderr, "[kiln] %s: dim %d of the input changed (%lld -> %lld); it is now dynamic (s): %d "
                      "shape-generic kernels serve every size >= 2\n", name().c_str(), dim,
@@ -446,6 +448,9 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
       return artifact;
     }
     if (log) std::fprintf(stderr, "[kiln] %s: dim %d stays static: %s\n", name().c_str(), dim, why.c_str());
+    recompile_reasons_.push_back(reason + "; dim " + std::to_string(dim) + " stays static: " + why);
+  } else if (!reason.empty()) {
+    recompile_reasons_.push_back(reason);
   }
   compile_static(*module_, *artifact, options_, stats_);
   return artifact;
@@ -693,6 +698,8 @@ std::string CompiledModule::describe(const Tensor &input) const {
   std::ostringstream os;
   os << "kiln::explain " << name() << "\n";
   os << "  guards: " << guard.str() << "\n";
+  for (size_t i = 0; i < recompile_reasons_.size(); ++i)
+    os << "  recompile " << i + 1 << ": " << recompile_reasons_[i] << "\n";
   os << "  artifacts: " << stats_.compiles << " compiled, " << stats_.cache_hits << " cached calls, "
      << stats_.eager_fallbacks << " eager fallbacks (cache_size_limit " << options_.cache_size_limit << ")\n";
   os << "  graph breaks: none\n";
