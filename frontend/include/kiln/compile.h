@@ -64,7 +64,9 @@ struct CompileOptions {
   /// beyond it new guard keys run eagerly, with one warning.
   int cache_size_limit = 8;
   /// Automatic dynamic shapes (torch._dynamo's automatic_dynamic_shapes):
-  /// when a call misses only because one input dim changed (both sizes >= 2),
+  /// when a call misses only because one input dim changed (both sizes >= 2;
+  /// sizes 0 and 1 are specialized, as in PyTorch, and always get their own
+  /// static artifact),
   /// that dim becomes a symbol s: the graph is compiled once with
   /// shape-generic kernels (`?` dims), and every later size of it reuses them
   /// (CompileStats::dynamic_instantiations) without tracing or LLVM.
@@ -104,7 +106,7 @@ struct CompileStats {
   double last_compile_seconds = 0.0;
   int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
-  int graph_break_segments = 0;    ///< compiled segments of a graph split by graph breaks
+  int graph_break_segments = 0;    ///< segments compiled so far (all calls) for a graph split by graph breaks
 };
 
 struct GuardKey;  // compile.cpp: everything an artifact specializes on

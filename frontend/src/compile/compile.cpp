@@ -1,5 +1,6 @@
 // kiln::compile: guard -> (trace -> compile) -> run the compiled forward, with
 // a grad_fn that runs the compiled backward.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -38,7 +39,7 @@ struct CompiledModule::DynamicFamily {
   ir::SymbolicGraph symbolic;
   std::shared_ptr<const codegen::DynamicKernels> kernels;
   std::shared_ptr<Artifact> prototype;  ///< captured tensors, draws, grad inputs (graph unused)
-  std::vector<int64_t> sizes;       ///< sizes served so far, in order
+  std::vector<int64_t> sizes;       ///< sizes it served so far, in order (not the static first one)
 };
 
 namespace {
@@ -416,8 +417,12 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
     if (reason.empty())
       std::fprintf(stderr, "[kiln] compiling %s for %s\n", name().c_str(), key.c_str());
     else
-      std::fprintf(stderr, "[kiln] recompiling %s (%d compiled): %s\n", name().c_str(), stats_.compiles,
-                   reason.c_str());
+      std::fprintf(stderr, "[kiln] recompiling %s (%d compiled): %s%s\n", name().c_str(), stats_.compiles,
+                   reason.c_str(),
+                   std::any_of(guard.shape.begin(), guard.shape.end(), [](int64_t d) { return d < 2; }) &&
+                           !families_.empty()
+                       ? " (sizes 0 and 1 are specialized: a dynamic artifact never serves them)"
+                       : "");
   }
   std::shared_ptr<Artifact> artifact;
   const Generator generator_before = default_generator();
@@ -475,7 +480,7 @@ bool CompiledModule::compile_dynamic(Artifact &artifact, const Artifact &previou
   family->dim = dim;
   family->prototype = std::make_shared<Artifact>(artifact);
   family->prototype->graph = codegen::CompiledGraph();
-  family->sizes = {s_old, s};
+  family->sizes = {s};
   families_.push_back(family);
   return true;
 }
@@ -706,7 +711,7 @@ std::string CompiledModule::describe(const Tensor &input) const {
   if (g.dynamic)
     for (const auto &family : families_)
       if (guard.str(family->dim) == family->key) {
-        os << "  dynamic shapes: input dim " << family->dim << " is symbolic s (" << family->key << "); sizes served:";
+        os << "  dynamic shapes: input dim " << family->dim << " is symbolic s (" << family->key << "); sizes served by it:";
         for (int64_t size : family->sizes) os << " " << size;
         os << "; " << g.num_generic_kernels << " shape-generic kernels\n";
       }
