@@ -26,8 +26,9 @@
 // clipping at 1.0, allocator peak memory, training tokens/s. Ends with the
 // final losses and ~200 sampled characters (temperature 0.8, seeded).
 //
-// If kiln::compile cannot capture the model (an op it does not support yet),
-// the run says which op and continues eagerly from the same state.
+// An op kiln::compile cannot capture becomes a graph break (the pieces around
+// it stay compiled); if compiling fails, the run says why and continues
+// eagerly from the same state.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
