@@ -42,6 +42,14 @@ int Tracer::define(const Tensor &t) {
   return id;
 }
 
+int Tracer::find(const TensorImpl *impl) const {
+  auto it = ids_.find(impl);
+  if (it == ids_.end()) return -1;
+  for (const auto &w : impls_[it->second])
+    if (auto p = w.lock(); p && p.get() == impl) return it->second;
+  return -1;
+}
+
 std::vector<std::pair<int, std::vector<Tensor>>> Tracer::live_values() const {
   std::vector<bool> is_input(graph_.values.size(), false);
   for (const auto *ids : {&user_inputs_, &captured_ids_, &random_ids_, &tangents_})
@@ -50,8 +58,8 @@ std::vector<std::pair<int, std::vector<Tensor>>> Tracer::live_values() const {
   for (size_t id = 0; id < impls_.size(); ++id) {
     if (is_input[id]) continue;
     std::vector<Tensor> holders;
-    for (const auto &impl : impls_[id])
-      if (impl.use_count() > 1) holders.push_back(Tensor(impl));
+    for (const auto &w : impls_[id])
+      if (auto impl = w.lock()) holders.push_back(Tensor(std::move(impl)));
     if (!holders.empty()) live.emplace_back(static_cast<int>(id), std::move(holders));
   }
   return live;
@@ -82,8 +90,7 @@ void Tracer::add_random_input(const Tensor &t, RandomDraw draw) {
 }
 
 int Tracer::value_of(const Tensor &t) {
-  auto it = ids_.find(t.impl());
-  if (it != ids_.end()) return it->second;
+  if (int id = find(t.impl()); id >= 0) return id;
   int id = define(t);
   captured_ids_.push_back(id);
   captured_.push_back(t);
@@ -103,10 +110,10 @@ void Tracer::record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Te
 }
 
 void Tracer::alias(const Tensor &src, const Tensor &dst) {
-  auto it = ids_.find(src.impl());
-  if (it == ids_.end()) return;  // unseen source: dst is captured on first use
-  ids_[dst.impl()] = it->second;
-  impls_[it->second].push_back(dst.impl_ptr());
+  const int id = find(src.impl());
+  if (id < 0) return;  // unseen source: dst is captured on first use
+  ids_[dst.impl()] = id;
+  impls_[id].push_back(dst.impl_ptr());
 }
 
 ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs) {
@@ -152,7 +159,7 @@ Tensor random_input(const Shape &shape, const RandomDraw &draw) {
   return t;
 }
 
-bool skip_compute() { return current != nullptr && current->lazy(); }
+bool skip_compute() { return current != nullptr && current->skips_compute(); }
 
 GraphBreak::GraphBreak(const char *op) {
   Tracer *tracer = current;

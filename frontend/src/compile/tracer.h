@@ -26,6 +26,11 @@ public:
     user_grad_enabled_ = user_grad_enabled;
   }
   bool lazy() const { return lazy_; }
+  /// A whole-graph trace whose kernels skip their compute: only the graph is
+  /// wanted (the compiled forward produces the values), so tracing costs no
+  /// kernel math and no more memory than the tensors' allocations.
+  void set_skip_compute(bool skip) { skip_compute_ = skip; }
+  bool skips_compute() const { return lazy_ || skip_compute_; }
   bool user_grad_enabled() const { return user_grad_enabled_; }
   void graph_break(const char *op) { on_break_(op); }
   /// Recorded values (not inputs) still referenced outside the tracer, with
@@ -44,7 +49,7 @@ public:
   const std::vector<RandomDraw> &random_draws() const { return random_draws_; }
   /// Value id of `t`, capturing it as a new Primal input if unseen.
   int value_of(const Tensor &t);
-  bool knows(const Tensor &t) const { return ids_.count(t.impl()) != 0; }
+  bool knows(const Tensor &t) const { return find(t.impl()) >= 0; }
   void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const struct Attrs &attrs);
   void alias(const Tensor &src, const Tensor &dst);
 
@@ -56,11 +61,14 @@ public:
 private:
   int define(const Tensor &t);
   ir::Graph graph_;
+  /// The value id of a live impl, or -1 (an address whose impl died and was
+  /// reused by a new tensor does not match).
+  int find(const TensorImpl *impl) const;
   std::unordered_map<const TensorImpl *, int> ids_;
-  /// Per value id, the impls that hold it (one reference each; also keeps
-  /// addresses from being reused while tracing).
-  std::vector<std::vector<std::shared_ptr<TensorImpl>>> impls_;
-  bool lazy_ = false, user_grad_enabled_ = false;
+  /// Per value id, the impls that hold it. Weak: the tracer keeps no
+  /// intermediate alive, so tracing needs no more memory than eager.
+  std::vector<std::vector<std::weak_ptr<TensorImpl>>> impls_;
+  bool lazy_ = false, user_grad_enabled_ = false, skip_compute_ = false;
   std::function<void(const char *op)> on_break_;
   std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_;
   std::vector<RandomDraw> random_draws_;
