@@ -105,6 +105,7 @@ TEST(CompileGraphBreak, SegmentsAreCompiledOnceAndReused) {
   EXPECT_EQ(compiled->stats().compiles, after_first + 1);
   std::string report = explain(*compiled, hi, /*print=*/false);
   EXPECT_NE(report.find("graph breaks: 1 (item)"), std::string::npos) << report;
+  EXPECT_NE(report.find("segment 3: "), std::string::npos) << report;  // before item(), and after it on each branch
 }
 
 TEST(CompileGraphBreak, CallbackWithArgmaxMatchesEagerAndTrains) {

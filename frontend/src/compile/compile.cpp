@@ -696,6 +696,22 @@ Tensor CompiledModule::forward(const Tensor &input) {
 }
 
 std::string CompiledModule::describe(const Tensor &input) const {
+  if (graph_breaks_) {
+    std::ostringstream os;
+    os << "kiln::explain " << name() << "\n  graph breaks: " << last_breaks_.size() << " (";
+    for (size_t i = 0; i < last_breaks_.size(); ++i) os << (i ? ", " : "") << last_breaks_[i];
+    os << "): the forward runs as compiled segments split at these ops, which run eagerly\n"
+       << "  segments compiled: " << stats_.graph_break_segments << ", cached calls: " << stats_.cache_hits << "\n";
+    int k = 0;
+    for (const auto &[key, segment] : segments_) {
+      const codegen::CompiledGraph &g = segment->artifact->graph;
+      os << "    segment " << ++k << ": " << segment->num_ops << " ops -> " << g.fusions.size() << " kernels, "
+         << (g.backward ? "forward + backward" : "forward only") << ", arena " << g.forward->arena_bytes()
+         << (g.backward ? " + " + std::to_string(g.backward->arena_bytes()) : std::string()) << " bytes, compiled in "
+         << g.compile_seconds << " s\n";
+    }
+    return os.str();
+  }
   const GuardKey guard =
       GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast);
   auto it = cache_.find(guard.str());
@@ -760,15 +776,6 @@ std::string CompiledModule::describe(const Tensor &input) const {
 std::string explain(CompiledModule &model, const Tensor &input, bool print) {
   model.forward(input);
   std::string report = model.describe(input);
-  if (report.empty() && !model.graph_breaks().empty()) {
-    std::ostringstream os;
-    os << "kiln::explain " << model.name() << "\n  graph breaks: " << model.graph_breaks().size() << " (";
-    for (size_t i = 0; i < model.graph_breaks().size(); ++i) os << (i ? ", " : "") << model.graph_breaks()[i];
-    os << "): the forward runs as compiled segments split at these ops, which run eagerly\n"
-       << "  segments compiled: " << model.stats().graph_break_segments << ", cached calls: "
-       << model.stats().cache_hits << "\n";
-    report = os.str();
-  }
   if (report.empty()) report = "kiln::explain " + model.name() + ": this input ran eagerly (cache_size_limit reached)\n";
   if (print) std::fputs(report.c_str(), stderr);
   return report;
