@@ -107,6 +107,20 @@ TEST(CompileDynamic, TinyGptVaryingBatchMatchesEager) {
   EXPECT_EQ(compiled->stats().dynamic_instantiations, 2);
 }
 
+TEST(CompileDynamic, InferenceUnderNoGradVaryingBatch) {
+  manual_seed(3);
+  auto inner = std::make_shared<MeanSquareMlp>();
+  auto compiled = compile(inner);
+  compiled->eval();
+  NoGradGuard no_grad;
+  for (int64_t b : {3, 4, 9, 17}) {
+    Tensor x = randn({b, 6});
+    expect_close(compiled->forward(x), inner->forward(x), 1e-5, 1e-7, "batch " + std::to_string(b));
+  }
+  EXPECT_EQ(compiled->stats().compiles, 2);
+  EXPECT_EQ(compiled->stats().dynamic_instantiations, 2);
+}
+
 TEST(CompileDynamic, DisabledKeepsStaticShapes) {
   manual_seed(3);
   CompileOptions options;
