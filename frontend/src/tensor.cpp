@@ -111,6 +111,7 @@ double Tensor::item() const {
 }
 
 template <class T> std::vector<T> Tensor::to_vector() const {
+  trace::read_data(*this);  // a lazily traced value gets its value first
   std::vector<T> out;
   out.reserve(static_cast<size_t>(numel()));
   const char *base = kernels::storage_base(*this);

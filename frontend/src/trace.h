@@ -31,6 +31,11 @@ void alias(const Tensor &src, const Tensor &dst);
 /// is flushed (see GraphBreak).
 bool skip_compute();
 
+/// Called before a tensor's values are read on the host (to_vector): under a
+/// lazy segment trace a tensor the segment computed has no values yet, so
+/// the segment is compiled and run first (a graph break named "data read").
+void read_data(const Tensor &t);
+
 /// The error a whole-graph trace throws at an op it cannot capture; the
 /// compile frontend catches it and switches the module to graph breaks.
 struct GraphBreakError : Error {

@@ -172,6 +172,29 @@ TEST(CompileGraphBreak, DropoutAcrossABreakUsesEagerMasks) {
   EXPECT_EQ(compiled->graph_breaks(), std::vector<std::string>{"item"});
 }
 
+TEST(CompileGraphBreak, ValuesReadInsideASegmentAreReal) {
+  // After the break, a value computed by the lazy segment is read on the
+  // host (to_vector): the segment runs first, so the read sees real values.
+  struct ReadsValues : nn::Module {
+    std::vector<double> seen;
+    Tensor forward(const Tensor &x) override {
+      Tensor y = x.argmax(1).to(kFloat32) + 1.0;  // break, then a computed value
+      Tensor z = y * 2.0;
+      seen = z.to_vector<double>();
+      return z + 1.0;
+    }
+    std::string name() const override { return "ReadsValues"; }
+  };
+  auto inner = std::make_shared<ReadsValues>();
+  auto compiled = compile(inner);
+  Tensor x = tensor(std::vector<float>{1, 5, 2, 7, 0, 3}, {2, 3});
+  Tensor out = compiled->forward(x);  // whole-graph trace breaks at argmax
+  out = compiled->forward(x);         // lazy segments
+  EXPECT_EQ(inner->seen, (std::vector<double>{4.0, 2.0}));
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{5.0, 3.0}));
+  EXPECT_EQ(compiled->graph_breaks(), (std::vector<std::string>{"argmax", "data read"}));
+}
+
 TEST(CompileGraphBreak, InferenceUnderNoGrad) {
   manual_seed(11);
   auto inner = std::make_shared<Branchy>();

@@ -187,7 +187,6 @@ std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const
   // state an eager call would.
   const Generator generator_before = default_generator();
   trace::Tracer tracer;
-  tracer.set_skip_compute(true);  // the graph is what we want; the compiled forward computes the values
   Tensor traced_input = input.detach();
   if (input.requires_grad() && with_backward) traced_input.requires_grad_(true);
   Tensor output;

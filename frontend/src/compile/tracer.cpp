@@ -50,6 +50,15 @@ int Tracer::find(const TensorImpl *impl) const {
   return -1;
 }
 
+bool Tracer::computed(const Tensor &t) const {
+  const int id = find(t.impl());
+  if (id < 0) return false;
+  for (const auto *ids : {&user_inputs_, &captured_ids_, &random_ids_, &tangents_})
+    for (int input : *ids)
+      if (input == id) return false;
+  return true;
+}
+
 std::vector<std::pair<int, std::vector<Tensor>>> Tracer::live_values() const {
   std::vector<bool> is_input(graph_.values.size(), false);
   for (const auto *ids : {&user_inputs_, &captured_ids_, &random_ids_, &tangents_})
@@ -159,7 +168,11 @@ Tensor random_input(const Shape &shape, const RandomDraw &draw) {
   return t;
 }
 
-bool skip_compute() { return current != nullptr && current->skips_compute(); }
+bool skip_compute() { return current != nullptr && current->lazy(); }
+
+void read_data(const Tensor &t) {
+  if (current && current->lazy() && current->computed(t)) current->graph_break("data read");
+}
 
 GraphBreak::GraphBreak(const char *op) {
   Tracer *tracer = current;

@@ -26,11 +26,8 @@ public:
     user_grad_enabled_ = user_grad_enabled;
   }
   bool lazy() const { return lazy_; }
-  /// A whole-graph trace whose kernels skip their compute: only the graph is
-  /// wanted (the compiled forward produces the values), so tracing costs no
-  /// kernel math and no more memory than the tensors' allocations.
-  void set_skip_compute(bool skip) { skip_compute_ = skip; }
-  bool skips_compute() const { return lazy_ || skip_compute_; }
+  /// Whether `t` is a value this trace computed (not an input).
+  bool computed(const Tensor &t) const;
   bool user_grad_enabled() const { return user_grad_enabled_; }
   void graph_break(const char *op) { on_break_(op); }
   /// Recorded values (not inputs) still referenced outside the tracer, with
@@ -68,7 +65,7 @@ private:
   /// Per value id, the impls that hold it. Weak: the tracer keeps no
   /// intermediate alive, so tracing needs no more memory than eager.
   std::vector<std::vector<std::weak_ptr<TensorImpl>>> impls_;
-  bool lazy_ = false, user_grad_enabled_ = false, skip_compute_ = false;
+  bool lazy_ = false, user_grad_enabled_ = false;
   std::function<void(const char *op)> on_break_;
   std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_;
   std::vector<RandomDraw> random_draws_;
