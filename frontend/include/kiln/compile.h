@@ -25,7 +25,10 @@
 // call. Segments are compiled with static shapes, once per distinct
 // segment graph (cache_size_limit does not apply to them); ops are recorded
 // on every call, so a module with breaks pays the per-op recording cost (no
-// kernel math) on top of its compiled segments.
+// kernel math) on top of its compiled segments. Host reads inside forward:
+// item() is a break and to_vector() of a computed value flushes the segment
+// first; raw pointers (data_ptr/raw_data) are not tracked, so do not read
+// values through them inside a compiled forward.
 // Errors: compiler failures throw kiln::Error with the compiler's diagnostic.
 // Guards: input shape, dtype, device, requires_grad; training mode; grad
 // mode; the parameters' requires_grad flags; CompileOptions::autocast. Random ops (dropout) are graph
