@@ -12,6 +12,7 @@
 namespace kiln {
 namespace {
 using test_models::expect_close;
+using test_models::expect_grads_close;
 
 /// Linear -> ReLU -> Dropout -> Linear, then the mean of the squares: the
 /// mean's 1/N depends on the batch size (a runtime scalar of a generic kernel).
@@ -51,12 +52,7 @@ void check_sizes(Make make, const std::vector<int64_t> &sizes, std::function<Ten
     Tensor rc = randn(yc.sizes());
     (yc * rc).sum().backward();
     expect_close(yc, ye, 1e-5, 1e-6, "output");
-    auto pe = eager->named_parameters(), pc = compiled->named_parameters();
-    ASSERT_EQ(pe.size(), pc.size());
-    for (size_t i = 0; i < pe.size(); ++i) {
-      ASSERT_TRUE(pc[i].second.grad().defined()) << pc[i].first;
-      expect_close(pc[i].second.grad(), pe[i].second.grad(), 1e-4, 1e-6, "grad of " + pe[i].first);
-    }
+    expect_grads_close(*eager, *compiled, 1e-4, 1e-6);
   }
   *keep = compiled;
   *out_compiled = compiled.get();

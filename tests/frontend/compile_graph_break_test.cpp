@@ -11,6 +11,7 @@
 namespace kiln {
 namespace {
 using test_models::expect_close;
+using test_models::expect_grads_close;
 
 /// A data-dependent branch on .item(): the graph breaks at item().
 struct Branchy : nn::Module {
@@ -62,12 +63,7 @@ template <class Model> void check_against_eager(std::shared_ptr<Model> eager, st
     Tensor r = cos(ye.detach());  // d loss / d output
     (ye * r).sum().backward();
     (yc * r).sum().backward();
-    auto pe = eager->named_parameters(), pc = compiled->named_parameters();
-    ASSERT_EQ(pe.size(), pc.size());
-    for (size_t i = 0; i < pe.size(); ++i) {
-      ASSERT_TRUE(pc[i].second.grad().defined()) << pc[i].first;
-      expect_close(pc[i].second.grad(), pe[i].second.grad(), 1e-5, 1e-6, "grad of " + pe[i].first);
-    }
+    expect_grads_close(*eager, *compiled, 1e-5, 1e-6);
   }
 }
 

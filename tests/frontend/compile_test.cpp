@@ -10,6 +10,7 @@
 namespace kiln {
 namespace {
 using test_models::expect_close;
+using test_models::expect_grads_close;
 using test_models::TinyBlock;
 using test_models::TinyGPT;
 
@@ -131,12 +132,7 @@ void check_compiled_matches_eager(MakeModel make, const Shape &input_shape, doub
     EXPECT_EQ(yc.grad_fn()->name(), "CompiledFunctionBackward");
     (yc * r).sum().backward();
     expect_close(yc, ye, rtol, atol, "forward output");
-    auto pe = eager_model->named_parameters(), pc = compiled_model->named_parameters();
-    ASSERT_EQ(pe.size(), pc.size());
-    for (size_t i = 0; i < pe.size(); ++i) {
-      ASSERT_TRUE(pc[i].second.grad().defined()) << pc[i].first;
-      expect_close(pc[i].second.grad(), pe[i].second.grad(), rtol, atol, "grad of " + pe[i].first);
-    }
+    expect_grads_close(*eager_model, *compiled_model, rtol, atol);
   }
   EXPECT_EQ(compiled_model->stats().compiles, 1);
   EXPECT_EQ(compiled_model->stats().cache_hits, 1);

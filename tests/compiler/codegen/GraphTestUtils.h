@@ -8,6 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kiln/codegen/Compiler.h"
 #include "kiln/runtime/LaunchExecutable.h"
@@ -136,6 +142,33 @@ inline void expectNear(const std::vector<float> &got, const std::vector<float> &
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "element " << i;
+}
+
+/// Runs this test binary again in a child process with `--gtest_filter=`
+/// `filter` and the environment variables `env` set, and returns the child's
+/// exit status (0: its tests passed), or -1 if it could not be started or did
+/// not exit normally.
+inline int runThisTestInChild(const std::string &filter, const std::vector<std::pair<std::string, std::string>> &env) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0)
+    return -1;
+  exe[n] = '\0';
+  std::string arg = "--gtest_filter=" + filter;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    for (const auto &[name, value] : env)
+      setenv(name.c_str(), value.c_str(), 1);
+    char *argv[] = {exe, arg.data(), nullptr};
+    execv(exe, argv);
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+    return -1;
+  return WEXITSTATUS(status);
 }
 
 }  // namespace kiln::codegen_test

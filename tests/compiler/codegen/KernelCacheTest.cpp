@@ -5,8 +5,6 @@
 // own temporary KILN_CACHE_DIR.
 #include <gtest/gtest.h>
 
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,6 +17,7 @@
 
 #include "kiln/codegen/Compiler.h"
 #include "kiln/runtime/LaunchExecutable.h"
+#include "GraphTestUtils.h"
 
 using namespace kiln;
 using kiln::ir::ElementType;
@@ -224,23 +223,9 @@ TEST_F(codegen_KernelCache, ChildProcessHitsTheCache) {
   // This test binary again, in a new process, running only ChildSide; it
   // inherits KILN_CACHE_DIR and writes the marker if all its checks passed.
   const std::string marker = (dir_.parent_path() / "child-ok").string();
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  ASSERT_GT(n, 0);
-  exe[n] = '\0';
-  std::string filter = "--gtest_filter=codegen_KernelCacheChild.ChildSide";
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setenv("KILN_CACHE_TEST_CHILD_MARKER", marker.c_str(), 1);
-    char *argv[] = {exe, filter.data(), nullptr};
-    execv(exe, argv);
-    _exit(127);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(codegen_test::runThisTestInChild("codegen_KernelCacheChild.ChildSide",
+                                             {{"KILN_CACHE_TEST_CHILD_MARKER", marker}}),
+            0);
   EXPECT_TRUE(fs::exists(marker)) << "the child did not run or did not hit the cache";
 }
 

@@ -5,8 +5,6 @@
 // same 16-bit inputs.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -132,25 +130,11 @@ TEST(codegen_Lowp, F16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(
 TEST(codegen_Lowp, SoftwareBf16ConversionGivesTheSameResults) {
   if (std::getenv("KILN_BF16_SOFTWARE"))
     GTEST_SKIP() << "already the child";
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  ASSERT_GT(n, 0);
-  exe[n] = '\0';
-  std::string filter = "--gtest_filter=codegen_Lowp.Bf16FusedKernelComputesInF32AndRoundsOnce:codegen_Lowp."
-                       "ExplicitConvertsRound";
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setenv("KILN_BF16_SOFTWARE", "1", 1);
-    setenv("KILN_DISABLE_CACHE", "1", 1);
-    char *argv[] = {exe, filter.data(), nullptr};
-    execv(exe, argv);
-    _exit(127);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the software-conversion run failed (its output is above)";
+  EXPECT_EQ(runThisTestInChild("codegen_Lowp.Bf16FusedKernelComputesInF32AndRoundsOnce:codegen_Lowp."
+                               "ExplicitConvertsRound",
+                               {{"KILN_BF16_SOFTWARE", "1"}, {"KILN_DISABLE_CACHE", "1"}}),
+            0)
+      << "the software-conversion run failed (its output is above)";
 }
 
 /// x (f32) -> bf16 -> f32, times 3: an explicit rounding, also inside a
