@@ -112,6 +112,7 @@ void kiln_train_step(benchmark::State &state, const kiln::CompileOptions *option
     state.counters["peak_activation_bytes"] =
         static_cast<double>(s.saved_bytes + std::max(s.forward_arena_bytes, s.backward_arena_bytes));
     state.counters["recompute_flops"] = static_cast<double>(s.recompute_flops);
+    state.counters["fusions"] = s.num_fusions;
   }
   state.SetItemsProcessed(state.iterations() * kBatch * kContext);  // tokens
 }

@@ -6,6 +6,14 @@
 // generics into loop nests is left to linalg's elementwise fusion in
 // lowerKernelsToLLVM, so this file stays a one-op-at-a-time translation.
 //
+// Row fusions (a body with kiln.reshape / kiln.broadcast, ir::RowSpace:
+// layer_norm, softmax): every row-shaped value ([R], [R, 1]) is emitted as
+// a tensor of the row dims only ([R]), so a reshape between row shapes is
+// the identity and a broadcast over the row is a linalg.generic reading the
+// [R] tensor with the map (r, c) -> (r). The kernel function is marked
+// `kiln.rows` (the number of row dims) and lowerKernelsToLLVM tiles its loop
+// nest over rows, so each row is read from memory once.
+//
 // bf16/f16 are storage types here: every linalg body widens a bf16/f16
 // operand element with arith.extf and computes in f32, and a bf16/f16 kernel
 // result is rounded once, with arith.truncf, when it is stored (Inductor's
@@ -89,6 +97,68 @@ public:
   std::function<SmallVector<Value>(Operation *)> constantSizes;
   llvm::DenseMap<Operation *, Value> scalarArguments;
 
+  /// Set for a row fusion: row-shaped values are emitted over the row dims.
+  std::optional<ir::RowSpace> rows;
+
+  /// `type` (the possibly generic type of IR value `v`) as emitted: a row
+  /// shape of a row fusion keeps only its row dims.
+  RankedTensorType emitted(Value v, RankedTensorType type) const {
+    if (!rows || type.getRank() <= rows->rows)
+      return type;
+    if (!rows->isRowShape(cast<RankedTensorType>(v.getType()).getShape()))
+      return type;
+    return RankedTensorType::get(type.getShape().take_front(rows->rows), type.getElementType());
+  }
+
+  /// The row-shaped kernel argument `tensor` ([R, 1], emitted type `to`
+  /// [R]) read through the map (r) -> (r, 0).
+  Value dropUnitDims(Value tensor, RankedTensorType to) {
+    auto from = cast<RankedTensorType>(tensor.getType());
+    if (from.getRank() == to.getRank())
+      return tensor;
+    MLIRContext *ctx = b.getContext();
+    const int64_t rank = to.getRank();
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d = 0; d < from.getRank(); ++d)
+      exprs.push_back(d < rank ? getAffineDimExpr(d, ctx) : getAffineConstantExpr(0, ctx));
+    SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx), AffineMap::getMultiDimIdentityMap(rank, ctx)};
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    Value init = b.create<tensor::EmptyOp>(loc, to.getShape(), to.getElementType(), dynamicSizesOf(to, tensor));
+    return b
+        .create<linalg::GenericOp>(loc, TypeRange{to}, ValueRange{tensor}, ValueRange{init}, maps, iterators,
+                                   [](OpBuilder &nb, Location nl, ValueRange args) {
+                                     nb.create<linalg::YieldOp>(nl, args[0]);
+                                   })
+        .getResult(0);
+  }
+
+  /// `tensor` over the leading dims of `resultType` read as (d0, ..) ->
+  /// (d0, .. d_{rank(tensor)-1}): a row broadcast ([R] -> [R, C]) or the
+  /// unit dims of a row-shaped result ([R] -> [R, 1]). `sizes`: the
+  /// dynamic sizes of `resultType`.
+  Value broadcastRows(Value tensor, RankedTensorType resultType, ValueRange sizes) {
+    MLIRContext *ctx = b.getContext();
+    const int64_t rank = resultType.getRank();
+    const int64_t inRank = cast<RankedTensorType>(tensor.getType()).getRank();
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d = 0; d < inRank; ++d)
+      exprs.push_back(getAffineDimExpr(d, ctx));
+    SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx), AffineMap::getMultiDimIdentityMap(rank, ctx)};
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    SmallVector<Value> dynamic(sizes.begin(), sizes.end());
+    if (dynamic.empty())
+      for (int64_t d = 0; d < std::min(rank, inRank); ++d)
+        if (resultType.isDynamicDim(d))
+          dynamic.push_back(b.create<tensor::DimOp>(loc, tensor, d));
+    Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType(), dynamic);
+    return b
+        .create<linalg::GenericOp>(loc, TypeRange{resultType}, ValueRange{tensor}, ValueRange{init}, maps, iterators,
+                                   [](OpBuilder &nb, Location nl, ValueRange args) {
+                                     nb.create<linalg::YieldOp>(nl, args[0]);
+                                   })
+        .getResult(0);
+  }
+
   /// The sizes of `like`'s dynamic dims that `type` also has dynamic
   /// (tensor.dim; `like` has the same shape).
   SmallVector<Value> dynamicSizesOf(RankedTensorType type, Value like) {
@@ -154,7 +224,9 @@ public:
   /// (compute types, or bf16/f16 kernel operands). The result is a tensor of
   /// the compute type of the op's result.
   FailureOr<Value> emit(Operation *op, ValueRange operands) {
-    auto irType = genericType ? genericType(op->getResult(0)) : cast<RankedTensorType>(op->getResult(0).getType());
+    auto irType =
+        emitted(op->getResult(0),
+                genericType ? genericType(op->getResult(0)) : cast<RankedTensorType>(op->getResult(0).getType()));
     Type irElement = irType.getElementType();
     RankedTensorType resultType = computeType(irType);
     Type element = resultType.getElementType();
@@ -272,6 +344,19 @@ public:
                                return nb.create<arith::AddFOp>(nl, a[0], a[1], arith::FastMathFlags::reassoc);
                              return nb.create<arith::AddIOp>(nl, a[0], a[1]);
                            });
+        })
+        // Row fusions only (the verifier's rowSpaceOf): both sides of a
+        // reshape are emitted as the same [R] tensor; a broadcast reads the
+        // [R] tensor once per element of the row.
+        .Case([&](ir::ReshapeOp) -> FailureOr<Value> {
+          if (!rows || operands[0].getType() != resultType)
+            return op->emitOpError("is only lowered between row shapes of a row fusion");
+          return operands[0];
+        })
+        .Case([&](ir::BroadcastOp) -> FailureOr<Value> {
+          if (!rows)
+            return op->emitOpError("is only lowered inside a row fusion");
+          return broadcastRows(operands[0], resultType, constantSizes ? constantSizes(op) : SmallVector<Value>());
         })
         .Case([&](ir::ReduceMaxOp r) -> FailureOr<Value> {
           TypedAttr lowest =
@@ -554,6 +639,14 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   KernelEmitter emitter(b, loc);
+  if (ir::isRowFusionBody(body)) {
+    std::string why;
+    FailureOr<ir::RowSpace> space = ir::rowSpaceOf(bodyOps, &why);
+    if (failed(space))
+      return fusion.emitOpError("is not a row fusion: ") << why;
+    emitter.rows = *space;
+    func->setAttr("kiln.rows", b.getI64IntegerAttr(space->rows));
+  }
 
   // Size classes (read once from the argument that carries each) and body
   // positions; the emitter's callbacks refer to both.
@@ -589,6 +682,8 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
                                                        /*restrict=*/true, /*writable=*/false);
     if (cast<RankedTensorType>(arg.getType()).getElementType().isInteger(1))
       tensor = emitter.loadBool(tensor);
+    auto argType = cast<RankedTensorType>(tensor.getType());
+    tensor = emitter.dropUnitDims(tensor, emitter.emitted(arg, argType));
     values.map(arg, tensor);
   }
 
@@ -611,6 +706,10 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   for (auto [j, yielded] : llvm::enumerate(fusion.getYield()->getOperands())) {
     Value tensor = values.lookup(yielded);
     Type element = cast<RankedTensorType>(yielded.getType()).getElementType();
+    RankedTensorType stored =
+        computeType(typeOf(fusion.getResult(j), generic ? ArrayRef<int>(generic->results[j]) : ArrayRef<int>()));
+    if (cast<RankedTensorType>(tensor.getType()).getRank() != stored.getRank()) // a row value [R] stored as [R, 1]
+      tensor = emitter.broadcastRows(tensor, stored.clone(cast<RankedTensorType>(tensor.getType()).getElementType()), {});
     if (isLowFloat(element))
       tensor = emitter.narrow(tensor, element); // rounded once, here
     else if (!tensor.getDefiningOp<linalg::GenericOp>() || written.contains(tensor))
@@ -618,7 +717,9 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
     written.insert(tensor);
     if (cast<RankedTensorType>(tensor.getType()).getElementType().isInteger(1))
       tensor = emitter.storeBool(tensor);
-    if (fusion.getNumResults() > 1)
+    // Row kernels too: their loop must not take the destination as the
+    // buffer of an intermediate that CSE merged with the result's init.
+    if (fusion.getNumResults() > 1 || emitter.rows)
       tagResultInit(tensor, j);
     b.create<bufferization::MaterializeInDestinationOp>(loc, /*result=*/Type(), tensor,
                                                         entry->getArgument(numInputs + numScalars + j),

@@ -2,6 +2,8 @@
 // kernel cache hit, one ORC LLJIT holding the cached object code.
 #include "CpuBackend.h"
 
+#include <cstdlib>
+
 #include <mutex>
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
@@ -73,7 +75,10 @@ std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const 
   options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Default;
   options.enableGDBNotificationListener = false;
-  options.enablePerfNotificationListener = false;
+  // KILN_PERF=1: tell perf about the JIT code (jit-<pid>.dump for
+  // `perf record -k 1` + `perf inject --jit`), so kernels have names in
+  // profiles. Objects loaded from the kernel cache are not registered.
+  options.enablePerfNotificationListener = std::getenv("KILN_PERF") != nullptr;
   options.enableObjectDump = keepObject; // a SimpleObjectCache keeps the object
   auto engine = ExecutionEngine::create(llvmModule, options, std::move(*machine));
   if (!engine) {

@@ -3,17 +3,22 @@
 // The route (TOOLCHAIN.md's measured recipe, plus linalg elementwise fusion
 // and empty-tensor elimination so results are computed in place):
 //   math polynomial approximation (exp, log: vectorizable arith)
-//   linalg-fuse-elementwise-ops, canonicalize, cse
-//   eliminate-empty-tensors, one-shot-bufferize, buffer-deallocation-pipeline
+//   kiln-fuse-elementwise (linalg's elementwise fusion patterns, Kiln's
+//   control), canonicalize, cse
+//   kiln-tile-rows (row fusions: one loop over row tiles), canonicalize, cse
+//   eliminate-empty-tensors, one-shot-bufferize, kiln-hoist-tile-buffers,
+//   buffer-deallocation-pipeline
 //   convert-linalg-to-loops, lower-affine, convert-scf-to-cf
 //   expand-strided-metadata, finalize-memref-to-llvm, math/arith/cf/func/index
 //   -to-llvm, reconcile-unrealized-casts
 #include "CpuBackend.h"
 
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <string>
 
+#include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -36,9 +41,17 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -101,9 +114,260 @@ LogicalResult approximateMath(ModuleOp kernels) {
   return applyPatternsAndFoldGreedily(kernels, std::move(patterns));
 }
 
-/// Tensor-level cleanup and fusion of the one-op-per-generic kernels.
+/// The body of `generic` only yields one of its inputs: a broadcast or a
+/// unit-dim copy (EmitKernel's broadcastRows / dropUnitDims).
+bool isCopy(linalg::GenericOp generic) {
+  Block &body = generic.getRegion().front();
+  if (body.getOperations().size() != 1)
+    return false;
+  auto yielded = dyn_cast<BlockArgument>(body.getTerminator()->getOperand(0));
+  return yielded && yielded.getArgNumber() < generic.getNumDpsInputs();
+}
+
+/// Cheap enough to compute once per consumer: at most four arith ops and no
+/// division or math function (x - mean is; exp(x - max) is not).
+bool isCheap(linalg::GenericOp generic) {
+  Block &body = generic.getRegion().front();
+  if (body.getOperations().size() > 5)
+    return false;
+  return llvm::all_of(body.without_terminator(), [](Operation &op) {
+    return op.getDialect()->getNamespace() == "arith" && !isa<arith::DivFOp, arith::DivSIOp, arith::RemFOp>(op);
+  });
+}
+
+/// MLIR's linalg-fuse-elementwise-ops patterns (producer generics into
+/// consumer generics, reshapes folded by expansion, constant folding) with
+/// Kiln's control function. Ordinary kernels: a producer with one use is
+/// fused (linalg's default). Row kernels (`kiln.rows`): a producer read by a
+/// broadcasting map (a per-row value read once per element) is fused only
+/// if it is a copy, so sqrt(var + eps) stays one per row; a producer read
+/// elementwise is fused if it has one use or is cheap (then recomputed in
+/// each consumer: x - mean in the variance and in the output, so no [R, C]
+/// temporary is left).
+struct FuseElementwisePass : public PassWrapper<FuseElementwisePass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseElementwisePass)
+  StringRef getArgument() const final { return "kiln-fuse-elementwise"; }
+  StringRef getDescription() const final { return "linalg elementwise fusion with Kiln's control"; }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    MLIRContext *ctx = func.getContext();
+    const bool rowKernel = func->hasAttr("kiln.rows");
+    linalg::ControlFusionFn control = [rowKernel](OpOperand *fused) {
+      Operation *producer = fused->get().getDefiningOp();
+      if (!producer)
+        return false;
+      auto generic = dyn_cast<linalg::GenericOp>(producer);
+      auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
+      if (!rowKernel || !generic || !consumer)
+        return producer->hasOneUse();
+      if (!consumer.getMatchingIndexingMap(fused).isPermutation())
+        return isCopy(generic);
+      return producer->hasOneUse() || isCheap(generic);
+    };
+    RewritePatternSet patterns(ctx);
+    linalg::populateElementwiseOpsFusionPatterns(patterns, control);
+    linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, control);
+    affine::AffineApplyOp::getCanonicalizationPatterns(patterns, ctx);
+    linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
+    tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, ctx);
+    tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, ctx);
+    ctx->getLoadedDialect<linalg::LinalgDialect>()->getCanonicalizationPatterns(patterns);
+    linalg::populateConstantFoldLinalgOperations(patterns, control);
+    GreedyRewriteConfig config;
+    config.useTopDownTraversal = true;
+    (void)applyPatternsAndFoldGreedily(func, std::move(patterns), config);
+  }
+};
+
+/// Bytes of one row tile of one tensor that the tiling aims for: a few
+/// tensors' tiles (input, output, per-row temporaries) stay in a 48 KiB L1.
+constexpr int64_t kRowTileBytes = 8 * 1024;
+
+/// Row kernels (`kiln.rows` = R, the number of row dims): the linalg op with
+/// the largest iteration space (the [R.., C..] output, or the last
+/// reduction) is tiled over its row dims — 1 for all but the last row dim,
+/// whose tile is the largest divisor of its size with a tile of at most
+/// kRowTileBytes (1 when the sizes are dynamic) — and its producers are
+/// fused into the loop (scf::tileConsumerAndFuseProducersUsingSCF; the
+/// same tile-and-fuse as IREE's softmax dispatch). A producer whose value
+/// is also stored (another kernel result) is yielded from the loop. Each row
+/// is then read from memory once and re-read from L1 by the reductions and
+/// the output computation. Divisor tiles keep every tile's shape static, so
+/// the tile temporaries are hoisted out of the loop after bufferization.
+struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TileRowsPass)
+  StringRef getArgument() const final { return "kiln-tile-rows"; }
+  StringRef getDescription() const final { return "tile row kernels over rows and fuse producers"; }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto rowsAttr = func->getAttrOfType<IntegerAttr>("kiln.rows");
+    if (!rowsAttr)
+      return;
+    const int64_t rows = rowsAttr.getInt();
+    // The root: the most iterations (static sizes; dynamic counts as large), last on ties.
+    linalg::LinalgOp root;
+    int64_t best = -1;
+    for (Operation &op : func.getBody().front()) {
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
+      if (!linalgOp || isa<linalg::FillOp>(op))
+        continue;
+      int64_t iterations = 1;
+      for (int64_t size : linalgOp.getStaticLoopRanges())
+        iterations = ShapedType::isDynamic(size) ? std::numeric_limits<int32_t>::max() : iterations * size;
+      if (iterations >= best) {
+        best = iterations;
+        root = linalgOp;
+      }
+    }
+    if (!root || root.getNumLoops() <= static_cast<unsigned>(rows - 1))
+      return;
+    SmallVector<int64_t> ranges = root.getStaticLoopRanges();
+    int64_t rowElements = 1;
+    bool dynamic = ShapedType::isDynamic(ranges[rows - 1]);
+    for (size_t d = rows; d < ranges.size(); ++d) {
+      dynamic |= ShapedType::isDynamic(ranges[d]);
+      rowElements *= ShapedType::isDynamic(ranges[d]) ? 1 : ranges[d];
+    }
+    int64_t tile = 1;
+    if (!dynamic)
+      for (int64_t t = ranges[rows - 1]; t >= 1; --t)
+        if (ranges[rows - 1] % t == 0 && t * rowElements * 4 <= kRowTileBytes) {
+          tile = t;
+          break;
+        }
+    SmallVector<int64_t> sizes(ranges.size(), 0);
+    for (int64_t d = 0; d < rows; ++d)
+      sizes[d] = d == rows - 1 ? tile : 1;
+
+    // The ops the root reads through (its producer cone): their values need
+    // no replacement outside the loop unless something else uses them.
+    llvm::DenseSet<Operation *> cone;
+    SmallVector<Operation *> worklist = {root};
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!cone.insert(op).second)
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && def->getBlock() == root->getBlock())
+          worklist.push_back(def);
+    }
+    IRRewriter rewriter(func.getContext());
+    scf::SCFTilingOptions tiling;
+    tiling.setTileSizes(getAsIndexOpFoldResult(func.getContext(), sizes));
+    scf::SCFTileAndFuseOptions options;
+    options.setTilingOptions(tiling);
+    options.setFusionControlFn([&](tensor::ExtractSliceOp, OpResult producer, bool isDestination) {
+      // Users inside the loop nest are the slices being fused.
+      Block *body = &func.getBody().front();
+      bool usedOutside = llvm::any_of(producer.getUsers(), [&](Operation *user) {
+        return user->getBlock() == body && !cone.contains(user);
+      });
+      return std::make_tuple(true, !isDestination && usedOutside);
+    });
+    rewriter.setInsertionPoint(root);
+    FailureOr<scf::SCFTileAndFuseResult> tiled =
+        scf::tileConsumerAndFuseProducersUsingSCF(rewriter, cast<TilingInterface>(root.getOperation()), options);
+    if (failed(tiled))
+      return; // left untiled: still correct, one pass per linalg op
+    // The loop's yielded values replace the originals only for ops the loop
+    // does not depend on: a slice the fusion did not take still reads its
+    // original value (computed before the loop), and so do the ops that
+    // value needs.
+    Operation *outer = tiled->loops.front().getOperation();
+    Block &top = func.getBody().front();
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Operation *> pending = {outer};
+    while (!pending.empty()) {
+      Operation *op = pending.pop_back_val();
+      op->walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands())
+          if (Operation *def = operand.getDefiningOp();
+              def && def->getBlock() == &top && def != outer && needed.insert(def).second)
+            pending.push_back(def);
+      });
+    }
+    for (auto [original, replacement] : tiled->replacements)
+      rewriter.replaceUsesWithIf(original, replacement, [&](OpOperand &use) {
+        Operation *user = top.findAncestorOpInBlock(*use.getOwner());
+        return user && user != outer && !needed.contains(user);
+      });
+    // The fused producers' originals are dead now (they may read the loop's
+    // yielded values); then a user of a yielded producer value (another
+    // kernel result) may still come before the loop, which sits at the
+    // root's position.
+    Block &block = top;
+    for (bool erased = true; erased;) {
+      erased = false;
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+        if (isOpTriviallyDead(&op)) {
+          rewriter.eraseOp(&op);
+          erased = true;
+        }
+    }
+    if (!sortTopologically(&block)) {
+      func.emitError("kiln-tile-rows: the tiled kernel has a cycle (internal error)");
+      return signalPassFailure();
+    }
+    // Each loop-carried tensor gets its own tensor.empty (tagged, so CSE
+    // keeps them apart): yielded producers that started from one shared
+    // empty would otherwise be carried in one buffer.
+    int64_t next = 0;
+    for (LoopLikeOpInterface loop : tiled->loops)
+      for (OpOperand &init : loop.getInitsMutable())
+        if (auto empty = init.get().getDefiningOp<tensor::EmptyOp>()) {
+          rewriter.setInsertionPoint(empty);
+          auto fresh = cast<tensor::EmptyOp>(rewriter.clone(*empty));
+          fresh->setAttr("kiln.carried", rewriter.getI64IntegerAttr(next++));
+          init.set(fresh.getResult());
+        }
+    // A fused producer's init is a slice of a whole-tensor tensor.empty:
+    // make it a tile-sized tensor.empty (a tile buffer, not an [R, C] one).
+    RewritePatternSet patterns(func.getContext());
+    tensor::populateFoldTensorEmptyPatterns(patterns);
+    (void)applyPatternsAndFoldGreedily(func, std::move(patterns));
+  }
+};
+
+/// Row kernels, after bufferization: the statically shaped buffers a tile
+/// allocates inside the row loop (per-row sums, a tile of exp(x - max)) are
+/// allocated once, at the function's entry, and reused by every tile. Valid
+/// because each comes from a tensor.empty or a fill inside the loop body:
+/// its contents never outlive one iteration. (MLIR's buffer-loop-hoisting
+/// leaves these allocations in place.)
+struct HoistTileBuffersPass : public PassWrapper<HoistTileBuffersPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(HoistTileBuffersPass)
+  StringRef getArgument() const final { return "kiln-hoist-tile-buffers"; }
+  StringRef getDescription() const final { return "allocate row tiles' buffers once per kernel call"; }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (!func->hasAttr("kiln.rows"))
+      return;
+    Block &entry = func.getBody().front();
+    SmallVector<memref::AllocOp> allocs;
+    func.walk([&](memref::AllocOp alloc) {
+      if (alloc->getBlock() != &entry && alloc.getType().hasStaticShape() && alloc->getNumOperands() == 0 &&
+          alloc->getParentOfType<scf::ForOp>())
+        allocs.push_back(alloc);
+    });
+    for (memref::AllocOp alloc : allocs)
+      alloc->moveBefore(&entry, entry.begin());
+  }
+};
+
+/// Tensor-level cleanup and fusion of the one-op-per-generic kernels, then
+/// row tiling.
 void addFusionPasses(OpPassManager &pm) {
-  pm.addPass(createLinalgElementwiseOpFusionPass());
+  pm.addNestedPass<func::FuncOp>(std::make_unique<FuseElementwisePass>());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // Before tiling, so the loop's destination is the kernel's result argument
+  // (the tensor.empty a tiled loop starts from is not traced through the
+  // loop by the later elimination).
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  pm.addNestedPass<func::FuncOp>(std::make_unique<TileRowsPass>());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -116,6 +380,7 @@ void addBufferizationPasses(OpPassManager &pm) {
   options.bufferizeFunctionBoundaries = false; // kernel args are memrefs already
   pm.addPass(bufferization::createOneShotBufferizePass(options));
   pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(std::make_unique<HoistTileBuffersPass>());
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
 }
@@ -169,6 +434,8 @@ void registerCpuBackend(DialectRegistry &registry) {
               memref::MemRefDialect, scf::SCFDialect, tensor::TensorDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  linalg::registerTilingInterfaceExternalModels(registry);
+  scf::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
@@ -186,6 +453,17 @@ LogicalResult lowerKernelsToLLVM(ModuleOp kernels, const std::string &dump_dir, 
   kernelCacheCounters().mlir_lowerings++;
   PassManager pm(kernels.getContext());
   addLoweringPasses(pm);
+  // With a dump directory: the IR after every lowering pass that changed it
+  // (function scope), for debugging the lowering itself.
+  std::unique_ptr<llvm::raw_fd_ostream> passLog;
+  if (!dump_dir.empty()) {
+    std::error_code ec;
+    passLog = std::make_unique<llvm::raw_fd_ostream>(dump_dir + "/codegen-passes.mlir", ec);
+    if (!ec)
+      pm.enableIRPrinting([](Pass *, Operation *) { return false; }, [](Pass *, Operation *) { return true; },
+                          /*printModuleScope=*/false, /*printAfterOnlyOnChange=*/true,
+                          /*printAfterOnlyOnFailure=*/false, *passLog);
+  }
   if (failed(pm.run(kernels))) {
     if (error && error->empty())
       *error = "lowering the kernels to LLVM failed";

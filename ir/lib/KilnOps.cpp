@@ -45,9 +45,90 @@ bool isElementwiseOp(mlir::Operation *op) {
 
 bool isReductionOp(mlir::Operation *op) { return mlir::isa<ReduceSumOp, ReduceMaxOp>(op); }
 
-bool isFusibleOp(mlir::Operation *op) { return mlir::isa<ConstantOp>(op) || isElementwiseOp(op) || isReductionOp(op); }
+bool isFusibleOp(mlir::Operation *op) {
+  return mlir::isa<ConstantOp, ReshapeOp, BroadcastOp>(op) || isElementwiseOp(op) || isReductionOp(op);
+}
 
 bool isLayoutOp(mlir::Operation *op) { return mlir::isa<TransposeOp, BroadcastOp, ReshapeOp>(op); }
+
+//===----------------------------------------------------------------------===//
+// Row fusions
+//===----------------------------------------------------------------------===//
+
+bool RowSpace::isRowShape(llvm::ArrayRef<int64_t> s) const {
+  if (static_cast<int64_t>(s.size()) < rows || s.size() > shape.size())
+    return false;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d)
+    if (s[d] != (d < rows ? shape[d] : 1))
+      return false;
+  return true;
+}
+
+mlir::FailureOr<RowSpace> rowSpaceOf(llvm::ArrayRef<mlir::Operation *> ops, std::string *why) {
+  auto fail = [&](const std::string &reason) -> mlir::FailureOr<RowSpace> {
+    if (why)
+      *why = reason;
+    return mlir::failure();
+  };
+  RowSpace space;
+  bool found = false;
+  for (mlir::Operation *op : ops) {
+    if (!isReductionOp(op))
+      continue;
+    llvm::ArrayRef<int64_t> in = tensorTypeOf(op->getOperand(0)).getShape();
+    llvm::ArrayRef<int64_t> dims =
+        mlir::isa<ReduceSumOp>(op) ? mlir::cast<ReduceSumOp>(op).getDims() : mlir::cast<ReduceMaxOp>(op).getDims();
+    const int64_t rows = static_cast<int64_t>(in.size()) - static_cast<int64_t>(dims.size());
+    for (auto [i, d] : llvm::enumerate(dims))
+      if (d != rows + static_cast<int64_t>(i))
+        return fail("reduction over dims that are not the trailing dims of " + shapeString(in));
+    if (rows < 1)
+      return fail("reduction to a scalar (no rows)");
+    if (found && (space.shape != llvm::ArrayRef<int64_t>(in) || space.rows != rows))
+      return fail("reductions over different spaces " + shapeString(space.shape) + " and " + shapeString(in));
+    space.shape.assign(in.begin(), in.end());
+    space.rows = rows;
+    found = true;
+  }
+  if (!found)
+    return fail("no reduction");
+  if (space.isRowShape(space.shape))
+    return fail("the reduced dims of " + shapeString(space.shape) + " all have size 1");
+  auto fits = [&](mlir::Value v) {
+    llvm::ArrayRef<int64_t> s = tensorTypeOf(v).getShape();
+    return s == llvm::ArrayRef<int64_t>(space.shape) || space.isRowShape(s);
+  };
+  for (mlir::Operation *op : ops) {
+    if (mlir::isa<TransposeOp>(op))
+      return fail("a kiln.transpose");
+    for (mlir::Value operand : op->getOperands())
+      if (!fits(operand))
+        return fail("operand of shape " + shapeString(tensorTypeOf(operand).getShape()) + " of '" +
+                    op->getName().getStringRef().str() + "' is neither " + shapeString(space.shape) +
+                    " nor a row shape");
+    for (mlir::Value result : op->getResults())
+      if (!fits(result))
+        return fail("result of shape " + shapeString(tensorTypeOf(result).getShape()) + " of '" +
+                    op->getName().getStringRef().str() + "' is neither " + shapeString(space.shape) +
+                    " nor a row shape");
+    if (auto reshape = mlir::dyn_cast<ReshapeOp>(op)) {
+      if (!space.isRowShape(tensorTypeOf(reshape.getInput()).getShape()) ||
+          !space.isRowShape(reshape.getType().getShape()))
+        return fail("kiln.reshape that is not between row shapes");
+    } else if (auto broadcast = mlir::dyn_cast<BroadcastOp>(op)) {
+      llvm::ArrayRef<int64_t> in = tensorTypeOf(broadcast.getInput()).getShape();
+      if (!space.isRowShape(in) || in.size() != space.shape.size())
+        return fail("kiln.broadcast from " + shapeString(in) + " (expected a row shape of rank " +
+                    std::to_string(space.shape.size()) + ")");
+    }
+  }
+  return space;
+}
+
+bool isRowFusionBody(mlir::Block &body) {
+  return llvm::any_of(body.without_terminator(),
+                      [](mlir::Operation &op) { return mlir::isa<ReshapeOp, BroadcastOp>(op); });
+}
 
 //===----------------------------------------------------------------------===//
 // ConstantOp
@@ -294,11 +375,19 @@ LogicalResult FusionOp::verify() {
       return emitOpError() << "kiln.yield operand #" << index << " has type " << yielded.getType() << " but result #"
                            << index << " has type " << result.getType();
   }
-  for (mlir::Operation &op : block.without_terminator())
+  llvm::SmallVector<mlir::Operation *> ops;
+  for (mlir::Operation &op : block.without_terminator()) {
     if (!isFusibleOp(&op))
       return emitOpError() << "body may not contain '" << op.getName()
-                           << "' (only kiln.constant, elementwise ops and "
-                              "reductions)";
+                           << "' (only kiln.constant, elementwise ops, reductions, and kiln.reshape / kiln.broadcast "
+                              "in a row fusion)";
+    ops.push_back(&op);
+  }
+  if (isRowFusionBody(block)) {
+    std::string why;
+    if (mlir::failed(rowSpaceOf(ops, &why)))
+      return emitOpError() << "body has layout ops but is not a row fusion: " << why;
+  }
   return success();
 }
 

@@ -10,7 +10,10 @@
 //      (siblings, and producer/consumer pairs the walk could not join);
 //   every merge keeps one iteration space (or a reduction of it), creates no
 //   cycle between groups and stays under `max-ops`;
-//   4. outline each group into a kiln.fusion (a result per value used
+//   4. row fusion: a kiln.reshape / kiln.broadcast whose operand comes from a
+//      group joins that group and the groups that use it when the union is
+//      one loop over rows (ir::rowSpaceOf: layer_norm, softmax);
+//   5. outline each group into a kiln.fusion (a result per value used
 //      outside it), wrap constants still used outside fusions, restore a
 //      topological order;
 // then name every kernel of the module fusion_0, fusion_1, ... in order of
@@ -108,6 +111,7 @@ struct FuseOptions {
   bool multiOutput = true;
   bool siblings = true;
   bool epilogues = true;
+  bool rows = true;
 };
 
 /// The ops of one block as a graph whose nodes are groups (union-find over
@@ -136,6 +140,7 @@ public:
 
   void fuseProducers();
   void fuseGroups();
+  void fuseRows();
 
   /// The groups with at least one compute op, each in program order,
   /// ordered by their first op.
@@ -177,25 +182,64 @@ private:
     return result;
   }
 
-  /// True if merging `a` and `b` would create a cycle: a path of two or more
-  /// edges (through other nodes) from one to the other.
-  bool wouldCreateCycle(int a, int b) {
+  /// True if merging the `nodes` would create a cycle: a path that leaves
+  /// the set and comes back (two or more edges through other nodes).
+  bool wouldCreateCycle(llvm::ArrayRef<int> nodes) {
+    llvm::DenseSet<int> set(nodes.begin(), nodes.end());
     llvm::SmallVector<int> worklist;
     llvm::DenseSet<int> seen;
-    for (int start : {a, b})
+    for (int start : nodes)
       for (int succ : successors(start))
-        if (succ != a && succ != b && seen.insert(succ).second)
+        if (!set.contains(succ) && seen.insert(succ).second)
           worklist.push_back(succ);
     while (!worklist.empty()) {
       int node = worklist.pop_back_val();
       for (int succ : successors(node)) {
-        if (succ == a || succ == b)
+        if (set.contains(succ))
           return true;
         if (seen.insert(succ).second)
           worklist.push_back(succ);
       }
     }
     return false;
+  }
+  bool wouldCreateCycle(int a, int b) { return wouldCreateCycle(llvm::ArrayRef<int>{a, b}); }
+
+  /// Compute ops (what `max-ops` counts) among the members of `node`.
+  unsigned computeOps(int node) {
+    return static_cast<unsigned>(llvm::count_if(members[node], [&](int i) { return isComputeOp(ops[i]); }));
+  }
+
+  /// Merges the `nodes` into `nodes[0]` if their union is a row fusion
+  /// (ir::rowSpaceOf), stays within `max-ops` and creates no cycle.
+  bool tryMergeRows(llvm::ArrayRef<int> nodes) {
+    unsigned count = 0;
+    llvm::SmallVector<int> all;
+    for (int node : nodes) {
+      count += computeOps(node);
+      all.append(members[node].begin(), members[node].end());
+    }
+    if (count > options.maxOps)
+      return false;
+    llvm::sort(all);
+    llvm::SmallVector<mlir::Operation *> memberOps;
+    for (int i : all)
+      memberOps.push_back(ops[i]);
+    std::string why;
+    if (mlir::failed(ir::rowSpaceOf(memberOps, &why))) {
+      LLVM_DEBUG(llvm::dbgs() << "kiln-fuse: no row fusion at " << *ops[nodes[1]] << ": " << why << "\n");
+      return false;
+    }
+    if (wouldCreateCycle(nodes))
+      return false;
+    const int a = nodes[0];
+    for (int node : nodes.drop_front()) {
+      leader[node] = a;
+      members[node].clear();
+    }
+    members[a] = std::move(all);
+    LLVM_DEBUG(llvm::dbgs() << "kiln-fuse: row fusion through " << *ops[nodes[1]] << "\n");
+    return true;
   }
 
   /// Merges group `b` into group `a` if the rules allow it.
@@ -316,6 +360,67 @@ void FusionGraph::fuseGroups() {
         if (tryMerge(a, b))
           changed = true;
       }
+    }
+  }
+}
+
+/// Row fusion (option `rows`). In program order, each kiln.reshape or
+/// kiln.broadcast not yet fused whose operand comes from a group is offered,
+/// with the layout ops that follow it as their only user (a chain), together
+/// with that group and the groups that use the chain's last op (all of them,
+/// else one at a time); a broadcast must have all its users in one group, or it
+/// would be materialized as a fusion result. Repeated until nothing
+/// changes. The layer_norm chain reduce -> reshape -> scale -> broadcast ->
+/// sub/square/reduce -> reshape -> sqrt -> broadcast -> normalize becomes
+/// one group.
+void FusionGraph::fuseRows() {
+  if (!options.rows)
+    return;
+  const int n = static_cast<int>(ops.size());
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int l = 0; l < n; ++l) {
+      mlir::Operation *layout = ops[l];
+      if (!mlir::isa<ir::ReshapeOp, ir::BroadcastOp>(layout) || find(l) != l)
+        continue;
+      mlir::Operation *producer = layout->getOperand(0).getDefiningOp();
+      const int p = producer ? nodeOf(producer) : -1;
+      if (p < 0 || !isGroup(p))
+        continue;
+      // A chain of layout ops (softmax: reshape [R] -> [R, 1], then
+      // broadcast [R, 1] -> [R, C]) joins as a whole: each but the last
+      // has the next as its only user.
+      llvm::SmallVector<int> chain = {l};
+      while (layout->hasOneUse()) {
+        mlir::Operation *next = *layout->getUsers().begin();
+        const int k = nodeOf(next);
+        if (k < 0 || !mlir::isa<ir::ReshapeOp, ir::BroadcastOp>(next) || find(k) != k)
+          break;
+        chain.push_back(k);
+        layout = next;
+      }
+      llvm::SmallVector<int> users;
+      bool outside = false;
+      for (mlir::Operation *user : layout->getUsers()) {
+        const int u = nodeOf(user);
+        if (u < 0 || !isGroup(u))
+          outside = true;
+        else if (u != p && !llvm::is_contained(users, u))
+          users.push_back(u);
+      }
+      if (users.empty() || (mlir::isa<ir::BroadcastOp>(layout) && (outside || users.size() > 1)))
+        continue;
+      llvm::sort(users, [&](int x, int y) { return members[x].front() < members[y].front(); });
+      llvm::SmallVector<int> nodes = {p};
+      nodes.append(chain);
+      nodes.append(users);
+      bool merged = tryMergeRows(nodes);
+      for (size_t k = 0; !merged && users.size() > 1 && k < users.size(); ++k) {
+        nodes.resize(1 + chain.size());
+        nodes.push_back(users[k]);
+        merged = tryMergeRows(nodes);
+      }
+      changed |= merged;
     }
   }
 }
@@ -449,6 +554,7 @@ static mlir::LogicalResult fuseFunction(mlir::func::FuncOp func, const FuseOptio
     FusionGraph graph(block, options);
     graph.fuseProducers();
     graph.fuseGroups();
+    graph.fuseRows();
     std::vector<llvm::SmallVector<mlir::Operation *>> groups = graph.groups();
     LLVM_DEBUG(llvm::dbgs() << "kiln-fuse: @" << func.getSymName() << ": " << groups.size() << " groups\n");
     // A multi-output fusion sits at its last member; a user of an earlier
@@ -477,6 +583,7 @@ struct KilnFusePass : public impl::KilnFusePassBase<KilnFusePass> {
     options.multiOutput = multiOutput;
     options.siblings = siblings;
     options.epilogues = epilogues;
+    options.rows = rows;
     mlir::ModuleOp module = getOperation();
     for (auto func : module.getOps<mlir::func::FuncOp>())
       if (!func.isExternal() && mlir::failed(fuseFunction(func, options)))

@@ -103,6 +103,36 @@ TEST(CompileDynamic, TinyGptVaryingBatchMatchesEager) {
   EXPECT_EQ(compiled->stats().dynamic_instantiations, 2);
 }
 
+/// Row fusions (layer_norm, softmax, log_softmax, each forward and
+/// backward one row-tiled kernel) with a dynamic row count.
+struct RowOps : nn::Module {
+  std::shared_ptr<nn::LayerNorm> norm;
+  Tensor pos;
+  RowOps() {
+    norm = register_module("norm", std::make_shared<nn::LayerNorm>(Shape{16}));
+    pos = register_parameter("pos", randn({4, 16}));
+  }
+  Tensor forward(const Tensor &x) override {
+    Tensor h = norm->forward(x + pos);
+    return nn::functional::softmax(h, -1) + nn::functional::log_softmax(h * 0.5, -1);
+  }
+  std::string name() const override { return "RowOps"; }
+};
+
+TEST(CompileDynamic, RowKernelsVaryingBatchMatchEager) {
+  CompiledModule *compiled = nullptr;
+  std::shared_ptr<CompiledModule> keep;
+  check_sizes(
+      [] {
+        manual_seed(5);
+        return std::make_shared<RowOps>();
+      },
+      {4, 5, 9}, [](int64_t b) { return randn({b, 4, 16}); }, &compiled, &keep);
+  ASSERT_TRUE(compiled);
+  EXPECT_EQ(compiled->stats().compiles, 2);
+  EXPECT_EQ(compiled->stats().dynamic_instantiations, 1);
+}
+
 TEST(CompileDynamic, InferenceUnderNoGradVaryingBatch) {
   manual_seed(3);
   auto inner = std::make_shared<MeanSquareMlp>();

@@ -11,6 +11,9 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
 
 #include "kiln/ir/KilnDialect.h"
 #include "kiln/ir/KilnEnums.h.inc"
@@ -23,7 +26,8 @@ namespace kiln::ir {
 /// True for ops allowed inside a kiln.fusion body: kiln.constant, the
 /// elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt, tanh,
 /// abs, sin, cos, pow, compare, select, convert) and kiln.reduce_sum /
-/// kiln.reduce_max.
+/// kiln.reduce_max; also kiln.reshape and kiln.broadcast, which a body may
+/// hold only as the row layout ops of a RowSpace (see rowSpaceOf).
 bool isFusibleOp(mlir::Operation *op);
 
 /// True for the elementwise ops (add..relu, sqrt, rsqrt, tanh, abs, sin, cos,
@@ -36,5 +40,34 @@ bool isReductionOp(mlir::Operation *op);
 /// True for the layout ops that are views at execution time:
 /// kiln.transpose, kiln.broadcast, kiln.reshape.
 bool isLayoutOp(mlir::Operation *op);
+
+/// The loop nest of a **row fusion** (Inductor's persistent reduction): the
+/// iteration space `shape` = [R_0..R_{rows-1}, C_0..] whose trailing dims
+/// (from `rows` on) every reduction reduces, so each row is an independent
+/// problem (layer_norm, softmax, log_softmax and their backwards). Values
+/// are either `shape` or a **row shape**: `shape[0:rows]` followed by zero
+/// or more 1s, at most rank(shape) dims ([R], [R, 1] for shape [R, C]).
+struct RowSpace {
+  llvm::SmallVector<int64_t> shape;
+  int64_t rows = 0;
+
+  /// True if `s` is a row shape (see above).
+  bool isRowShape(llvm::ArrayRef<int64_t> s) const;
+};
+
+/// The RowSpace of `ops` (compute, constant and layout ops, program order;
+/// the external values they read count as well), or failure with the
+/// reason in `why`. Rules: at least one reduction; every reduction reduces
+/// the same trailing dims [rows, rank) of the same operand shape, rows >= 1,
+/// and that shape is not itself a row shape; every other value has that
+/// shape or a row shape; a kiln.reshape maps a row shape to a row shape; a
+/// kiln.broadcast maps a row shape of full rank ([R, 1]) to the space; no
+/// kiln.transpose. A row fusion is one loop over rows: the backend tiles
+/// the rows so each row is read from memory once.
+mlir::FailureOr<RowSpace> rowSpaceOf(llvm::ArrayRef<mlir::Operation *> ops, std::string *why = nullptr);
+
+/// True if a kiln.fusion body holds a kiln.reshape or kiln.broadcast (it is
+/// then a row fusion, verified by rowSpaceOf).
+bool isRowFusionBody(mlir::Block &body);
 
 } // namespace kiln::ir

@@ -117,7 +117,11 @@ def KilnFusePass : Pass<"kiln-fuse", "mlir::ModuleOp"> {
       by an edge the walk could not take are merged;
     - every merge keeps one iteration space (same shape, or a reduction of
       it and its reduced shape), creates no cycle between groups and stays
-      within `max-ops` ops.
+      within `max-ops` ops;
+    - rows: a kiln.reshape or kiln.broadcast between groups joins them into
+      one row fusion (a reduction over trailing dims, its per-row results
+      broadcast back over the row: layer_norm, softmax) when the union is a
+      kiln::ir::RowSpace.
 
     Splat constants are cloned into each fusion that uses them; a constant
     still used outside fusions is wrapped in its own fusion. Afterwards a
@@ -133,6 +137,8 @@ def KilnFusePass : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "Merge groups that share an input or an edge (horizontal fusion)">,
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "Fuse elementwise consumers of a reduction's result into its group">,
+    Option<"rows", "rows", "bool", /*default=*/"true",
+           "Fuse across the reshape/broadcast between a row reduction and its consumers (row fusions)">,
   ];
   let dependentDialects = ["::kiln::ir::KilnDialect"];
 }
