@@ -286,7 +286,7 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
       *why = "no kernel emitted for " + fusion.getKernel().str();
       return cpu::KernelBinding{};
     }
-    return cpu::KernelBinding{library->lookup(it->second, why), {}, {}};
+    return cpu::KernelBinding{library->lookup(it->second, why), {}, {}, cpu::isRowSplittable(fusion)};
   };
   result.forward = cpu::buildExecutable(forward, bind, library, &message);
   if (!result.forward)
@@ -441,7 +441,7 @@ bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const Co
       *why = "no kernel bound to " + fusion.getKernel().str();
       return cpu::KernelBinding{};
     }
-    return cpu::KernelBinding{keep->library->lookup(it->second.first, why), it->second.second, {}};
+    return cpu::KernelBinding{keep->library->lookup(it->second.first, why), it->second.second, {}, false};
   };
   result.forward = cpu::buildExecutable(self.forward, bind, keep, &message);
   if (!result.forward)

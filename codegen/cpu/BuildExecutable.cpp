@@ -220,8 +220,8 @@ private:
     // The strides the kernel was compiled for (scalar arguments: rank 0).
     std::vector<std::vector<int64_t>> expected = binding.strides.empty() ? operandStrides(fusion) : binding.strides;
     expected.resize(operands.size());
-    std::vector<int> out =
-        builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results), expected);
+    std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results),
+                                             expected, binding.splitRows);
     if (out.size() != fusion.getNumResults())
       return fail(fusion, builder.error());
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
@@ -254,7 +254,7 @@ std::vector<std::vector<int64_t>> operandStrides(ir::FusionOp fusion) {
 std::shared_ptr<runtime::LaunchExecutable>
 buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
   KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
-    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}};
+    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}, {}, isRowSplittable(fusion)};
   };
   return buildExecutable(func, byName, library, error);
 }

@@ -59,7 +59,20 @@ mlir::FailureOr<DType> dtypeOf(mlir::Type elementType);
 /// `bufferization.materialize_in_destination`. Errors are emitted as MLIR
 /// diagnostics on the offending op.
 /// `name` overrides the symbol (default: fusion.getKernel()).
+/// A **row-split** kernel (isRowSplittable) is emitted with dim 0 dynamic
+/// (`?`) in every memref, so the runtime can run it on disjoint ranges of
+/// dim 0 on several threads (LaunchExecutable, `split_rows`).
 mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels, llvm::StringRef name = {});
+
+/// True if dim 0 of `fusion` is one parallel loop shared by every operand,
+/// result and body value: all are ranked with the same dim-0 size N >= 2
+/// (an operand broadcast along dim 0 is a stride-0 view of that size) and
+/// no reduction reduces dim 0. Elementwise kernels and row fusions over
+/// leading rows are; a column sum is not. Slicing dim 0 then gives each
+/// thread an independent kernel call computing the same values (per-row
+/// reductions keep their order: the result does not depend on the thread
+/// count).
+bool isRowSplittable(kiln::ir::FusionOp fusion);
 
 /// The element strides each operand of `fusion` has at run time: function
 /// arguments, kernel and GEMM results are row-major (the runtime copies
@@ -199,6 +212,8 @@ struct KernelBinding {
   /// The operand strides the kernel was compiled for (kDynamic: any); empty:
   /// operandStrides(fusion).
   std::vector<std::vector<int64_t>> strides;
+  /// The kernel was emitted row-split (emitKernel + isRowSplittable).
+  bool splitRows = false;
 };
 using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
 

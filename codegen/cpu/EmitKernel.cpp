@@ -729,8 +729,60 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   return success();
 }
 
+bool isRowSplittable(ir::FusionOp fusion) {
+  int64_t n = -1;
+  auto sameDim0 = [&](Type type) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!t || t.getRank() < 1 || !t.hasStaticShape())
+      return false;
+    if (n < 0)
+      n = t.getDimSize(0);
+    return t.getDimSize(0) == n;
+  };
+  for (Value v : fusion.getInputs())
+    if (!sameDim0(v.getType()))
+      return false;
+  for (Value v : fusion.getResults())
+    if (!sameDim0(v.getType()))
+      return false;
+  for (Operation &op : fusion.getBodyBlock().without_terminator()) {
+    if (op.getNumResults() != 1 || !sameDim0(op.getResult(0).getType()))
+      return false;
+    if (auto sum = dyn_cast<ir::ReduceSumOp>(op); sum && llvm::is_contained(sum.getDims(), 0))
+      return false;
+    if (auto max = dyn_cast<ir::ReduceMaxOp>(op); max && llvm::is_contained(max.getDims(), 0))
+      return false;
+  }
+  return n >= 2;
+}
+
+/// The generalization of a row-split kernel: dim 0 of everything is size
+/// class 0, read from the first argument.
+static KernelGeneralization rowSplit(ir::FusionOp fusion) {
+  auto dim0 = [](Type type) {
+    std::vector<int> classes(cast<RankedTensorType>(type).getRank(), -1);
+    classes[0] = 0;
+    return classes;
+  };
+  KernelGeneralization g;
+  for (Value v : fusion.getInputs())
+    g.inputs.push_back(dim0(v.getType()));
+  for (Value v : fusion.getResults())
+    g.results.push_back(dim0(v.getType()));
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    g.body.push_back(dim0(op.getResult(0).getType()));
+  g.inputStrides = operandStrides(fusion);
+  g.sources = {{0, 0}};
+  return g;
+}
+
 LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels, StringRef name) {
-  return emitKernelImpl(fusion, nullptr, name.empty() ? fusion.getKernel() : name, kernels);
+  StringRef symbol = name.empty() ? fusion.getKernel() : name;
+  if (isRowSplittable(fusion)) {
+    KernelGeneralization split = rowSplit(fusion);
+    return emitKernelImpl(fusion, &split, symbol, kernels);
+  }
+  return emitKernelImpl(fusion, nullptr, symbol, kernels);
 }
 
 LogicalResult emitGenericKernel(ir::FusionOp fusion, const KernelGeneralization &generic, StringRef name,

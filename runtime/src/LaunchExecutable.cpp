@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <limits>
 #include <sstream>
 
@@ -18,6 +21,7 @@ struct LaunchExecutable::Launch {
   std::vector<int> operands;
   std::vector<int> results;
   std::vector<int64_t> attr; ///< permutation (Transpose) or target sizes
+  bool split_rows = false;   ///< Kernel only: may run on slices of dim 0 (addKernel)
 };
 
 namespace {
@@ -238,7 +242,8 @@ int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype)
 
 std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
                                                       std::vector<SlotType> results,
-                                                      const std::vector<std::vector<int64_t>> &operand_strides) {
+                                                      const std::vector<std::vector<int64_t>> &operand_strides,
+                                                      bool split_rows) {
   for (int o : operands)
     if (!checkSlot(o, name.c_str()))
       return {};
@@ -265,6 +270,7 @@ std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKe
   launch->kind = LaunchKind::Kernel;
   launch->name = name;
   launch->fn = fn;
+  launch->split_rows = split_rows;
   launch->operands = std::move(operands);
   exe_->launches_.push_back(launch);
   for (SlotType &t : results) {
@@ -555,6 +561,87 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
 
 // ---- LaunchExecutable ----------------------------------------------------------
 
+int LaunchExecutable::num_split_kernels() const {
+  int n = 0;
+  for (const auto &l : launches_)
+    n += l->kind == LaunchKind::Kernel && l->split_rows;
+  return n;
+}
+
+namespace {
+
+/// Calls kernel `l` on rows [begin, end) of dim 0 of every operand and
+/// result (the whole tensors when `slice` is false). Packed args: per
+/// memref, allocated ptr, aligned ptr, offset, sizes, strides. The aligned
+/// pointer already includes the view's offset and the descriptor offset is
+/// 0: result memrefs have a static offset of 0 (identity layout), so the
+/// kernel would ignore a nonzero one.
+void call_kernel(const LaunchExecutable::Launch &l, const std::vector<TensorView> &values, bool slice, int64_t begin,
+                 int64_t end) {
+  const size_t num_memrefs = l.operands.size() + l.results.size();
+  size_t num_scalars = 0;
+  for (int s : l.operands)
+    num_scalars += 1 + 2 * values[s].sizes.size();
+  for (int s : l.results)
+    num_scalars += 1 + 2 * values[s].sizes.size();
+  // Per thread, reused across launches (no allocation per launch); `args`
+  // points into the other two, which are sized before any pointer is taken.
+  thread_local std::vector<void *> pointers, args;
+  thread_local std::vector<int64_t> scalars;
+  pointers.assign(2 * num_memrefs, nullptr);
+  scalars.assign(num_scalars, 0);
+  args.clear();
+  args.reserve(2 * num_memrefs + num_scalars);
+  size_t pi = 0, si = 0;
+  auto push = [&](const TensorView &v) {
+    const bool cut = slice && !v.sizes.empty();
+    pointers[pi] = v.buffer->data();
+    pointers[pi + 1] = static_cast<char *>(v.data()) +
+                       (cut ? begin * v.strides[0] * static_cast<int64_t>(itemsize(v.dtype)) : 0);
+    args.push_back(&pointers[pi]);
+    args.push_back(&pointers[pi + 1]);
+    pi += 2;
+    scalars[si] = 0;
+    args.push_back(&scalars[si++]);
+    for (size_t d = 0; d < v.sizes.size(); ++d) {
+      scalars[si] = cut && d == 0 ? end - begin : v.sizes[d];
+      args.push_back(&scalars[si++]);
+    }
+    for (int64_t st : v.strides) {
+      scalars[si] = st;
+      args.push_back(&scalars[si++]);
+    }
+  };
+  for (int s : l.operands)
+    push(values[s]);
+  for (int s : l.results)
+    push(values[s]);
+  l.fn(args.data());
+}
+
+/// Threads a split_rows launch runs on: the OpenMP threads (oneDNN's and the
+/// eager kernels' pool), at most one per row, 1 below kSplitMinBytes.
+int split_threads(const LaunchExecutable::Launch &l, const std::vector<TensorView> &values) {
+  if (!l.split_rows || l.results.empty())
+    return 1;
+#ifdef _OPENMP
+  int64_t bytes = 0;
+  for (int s : l.operands)
+    bytes += numel_of(values[s].sizes) * static_cast<int64_t>(itemsize(values[s].dtype));
+  for (int s : l.results)
+    bytes += numel_of(values[s].sizes) * static_cast<int64_t>(itemsize(values[s].dtype));
+  const int64_t rows = values[l.results[0]].sizes.empty() ? 1 : values[l.results[0]].sizes[0];
+  if (bytes < LaunchExecutable::kSplitMinBytes || rows < 2 || omp_in_parallel())
+    return 1;
+  return static_cast<int>(std::min<int64_t>(omp_get_max_threads(), rows));
+#else
+  (void)values;
+  return 1;
+#endif
+}
+
+} // namespace
+
 int LaunchExecutable::num_launches() const {
   int n = 0;
   for (const auto &l : launches_) {
@@ -710,9 +797,6 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
     return v;
   };
 
-  std::vector<void *> pointers;
-  std::vector<int64_t> scalars;
-  std::vector<void *> args;
   Profiler &profiler = Profiler::instance();
   const bool profiling = profiler.enabled();
   for (const auto &lp : launches_) {
@@ -722,42 +806,18 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
     case LaunchKind::Kernel: {
       for (int r : l.results)
         materialize(r);
-      // Packed args: per memref, allocated ptr, aligned ptr, offset, sizes, strides.
-      size_t num_memrefs = l.operands.size() + l.results.size(), num_scalars = 0;
-      for (int s : l.operands)
-        num_scalars += 1 + 2 * types_[s].sizes.size();
-      for (int s : l.results)
-        num_scalars += 1 + 2 * types_[s].sizes.size();
-      pointers.assign(2 * num_memrefs, nullptr);
-      scalars.assign(num_scalars, 0);
-      args.clear();
-      args.reserve(2 * num_memrefs + num_scalars);
-      size_t pi = 0, si = 0;
-      // The aligned pointer already includes the view's offset and the
-      // descriptor offset is 0: result memrefs have a static offset of 0
-      // (identity layout), so the kernel would ignore a nonzero one.
-      auto push = [&](const TensorView &v) {
-        pointers[pi] = v.buffer->data();
-        pointers[pi + 1] = v.data();
-        args.push_back(&pointers[pi]);
-        args.push_back(&pointers[pi + 1]);
-        pi += 2;
-        scalars[si] = 0;
-        args.push_back(&scalars[si++]);
-        for (int64_t s : v.sizes) {
-          scalars[si] = s;
-          args.push_back(&scalars[si++]);
-        }
-        for (int64_t s : v.strides) {
-          scalars[si] = s;
-          args.push_back(&scalars[si++]);
-        }
-      };
-      for (int s : l.operands)
-        push(values[s]);
-      for (int s : l.results)
-        push(values[s]);
-      l.fn(args.data());
+      const int threads = split_threads(l, values);
+      if (threads <= 1) {
+        call_kernel(l, values, /*slice=*/false, 0, 0);
+        break;
+      }
+      // Contiguous blocks of rows, one per thread (static schedule).
+      const int64_t rows = values[l.results[0]].sizes[0];
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+#endif
+      for (int t = 0; t < threads; ++t)
+        call_kernel(l, values, /*slice=*/true, rows * t / threads, rows * (t + 1) / threads);
       break;
     }
     case LaunchKind::Gemm: {

@@ -249,3 +249,57 @@ TEST(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
   expectNear(read<float>(grads[0]), wgx, 1e-4f);
   expectNear(read<float>(grads[1]), wgb, 1e-4f);
 }
+
+TEST(codegen_FusionRules, LargeSoftmaxRunsRowSplit) {
+  // A softmax over [512, 256] (1 MiB read and written, above
+  // LaunchExecutable::kSplitMinBytes): one row kernel, emitted row-split
+  // (dim 0 dynamic), run on slices of rows by the OpenMP threads; every row
+  // still equals the closed form.
+  const int64_t R = 512, C = 256;
+  GraphMaker m;
+  int x = m.input({R, C});
+  auto rowReduce = [&](OpKind k, int v) {
+    return m.node(OpKind::Broadcast, {m.reduce(k, v, {1}, {R, 1}, /*keepdim=*/true)}, {R, C});
+  };
+  int e = m.same(OpKind::Exp, {m.same(OpKind::Sub, {x, rowReduce(OpKind::ReduceMax, x)})});
+  int y = m.same(OpKind::Div, {e, rowReduce(OpKind::ReduceSum, e)});
+  auto compiled = compileOk(m.done({y}));
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  auto *launches = dynamic_cast<const runtime::LaunchExecutable *>(compiled.forward.get());
+  ASSERT_TRUE(launches);
+  EXPECT_EQ(launches->num_split_kernels(), 1);
+  std::vector<float> xs = values(R * C, 9);
+  auto res = runOk(*compiled.forward, {f32({R, C}, xs)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(R * C);
+  for (int64_t i = 0; i < R; ++i) {
+    float top = -INFINITY, sum = 0.0f;
+    for (int64_t j = 0; j < C; ++j)
+      top = std::max(top, xs[i * C + j]);
+    for (int64_t j = 0; j < C; ++j)
+      sum += std::exp(xs[i * C + j] - top);
+    for (int64_t j = 0; j < C; ++j)
+      want[i * C + j] = std::exp(xs[i * C + j] - top) / sum;
+  }
+  expectNear(read<float>(res[0]), want);
+}
+
+TEST(codegen_FusionRules, ColumnSumIsNotRowSplit) {
+  // sum(x, 0) reduces dim 0: its kernel keeps static shapes and one thread.
+  GraphMaker m;
+  int x = m.input({6, 4});
+  int s = m.reduce(OpKind::ReduceSum, m.same(OpKind::Exp, {x}), {0}, {4});
+  auto compiled = compileOk(m.done({s}));
+  ASSERT_TRUE(compiled.forward);
+  auto *launches = dynamic_cast<const runtime::LaunchExecutable *>(compiled.forward.get());
+  ASSERT_TRUE(launches);
+  EXPECT_EQ(launches->num_split_kernels(), 0);
+  std::vector<float> xs = values(24, 3);
+  auto res = runOk(*compiled.forward, {f32({6, 4}, xs)});
+  std::vector<float> want(4, 0.0f);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 4; ++j)
+      want[j] += std::exp(xs[i * 4 + j]);
+  expectNear(read<float>(res[0]), want);
+}

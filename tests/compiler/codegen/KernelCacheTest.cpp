@@ -54,7 +54,7 @@ private:
 
 /// y = exp(x * w - x) (one elementwise kernel) and s = sum(y * w, 1) (a
 /// reduction kernel), [R, 7]; `sub` swaps the first op to give other IR.
-ir::Graph makeGraph(int64_t rows = 5, bool sub = false) {
+ir::Graph makeGraph(int64_t rows = 5, bool sub = false, int64_t cols = 7) {
   ir::Graph g;
   auto input = [&](Shape s) {
     int v = g.addValue(std::move(s), ElementType::F32);
@@ -71,7 +71,7 @@ ir::Graph makeGraph(int64_t rows = 5, bool sub = false) {
     g.nodes.push_back(n);
     return n.result;
   };
-  const Shape shape = {rows, 7};
+  const Shape shape = {rows, cols};
   int x = input(shape), w = input(shape);
   int y = node(OpKind::Exp, {node(OpKind::Sub, {node(sub ? OpKind::Add : OpKind::Mul, {x, w}, shape), x}, shape)}, shape);
   int s = node(OpKind::ReduceSum, {node(OpKind::Mul, {y, w}, shape)}, {rows}, {1});
@@ -106,20 +106,20 @@ std::vector<float> contiguous(const TensorView &v) {
 }
 
 /// Runs a compiled makeGraph(rows) and checks both outputs against C++.
-void checkRuns(const codegen::CompiledGraph &compiled, int64_t rows = 5) {
+void checkRuns(const codegen::CompiledGraph &compiled, int64_t rows = 5, int64_t cols = 7) {
   ASSERT_TRUE(compiled.forward);
-  std::vector<float> xs = values(rows * 7, 1), ws = values(rows * 7, 2);
+  std::vector<float> xs = values(rows * cols, 1), ws = values(rows * cols, 2);
   std::string error;
-  auto out = compiled.forward->run({f32({rows, 7}, xs), f32({rows, 7}, ws)}, &error);
+  auto out = compiled.forward->run({f32({rows, cols}, xs), f32({rows, cols}, ws)}, &error);
   ASSERT_TRUE(error.empty()) << error;
   ASSERT_EQ(out.size(), 2u);
   std::vector<float> y = contiguous(out[0]), s = contiguous(out[1]);
-  ASSERT_EQ(y.size(), static_cast<size_t>(rows * 7));
+  ASSERT_EQ(y.size(), static_cast<size_t>(rows * cols));
   ASSERT_EQ(s.size(), static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     float sum = 0;
-    for (int64_t c = 0; c < 7; ++c) {
-      const int64_t i = r * 7 + c;
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
       const float want = std::exp(xs[i] * ws[i] - xs[i]);
       EXPECT_NEAR(y[i], want, 1e-5f * std::max(1.0f, std::fabs(want))) << i;
       sum += want * ws[i];
@@ -243,7 +243,7 @@ TEST_F(codegen_KernelCache, BadEntriesFallBackAndAreOverwritten) {
   EXPECT_EQ(good.substr(0, 4), "\x7f" "ELF");
 
   // The entry of another graph (valid object, valid trailer for its key).
-  auto other = compileOk(makeGraph(9));
+  auto other = compileOk(makeGraph(5, /*sub=*/true));
   std::string otherEntry;
   {
     std::ifstream in(entryPath(other.kernel_cache_key), std::ios::binary);
@@ -300,16 +300,23 @@ TEST_F(codegen_KernelCache, KeyFollowsTheIR) {
   auto a = compileOk(makeGraph(5));
   auto a2 = compileOk(makeGraph(5));
   auto b = compileOk(makeGraph(5, /*sub=*/true)); // add instead of mul
-  auto c = compileOk(makeGraph(6));               // another shape
+  auto c = compileOk(makeGraph(5, false, 8));     // another row length
+  // Another number of rows: the kernels are row-split (dim 0 is `?` in
+  // their memrefs, codegen::cpu::isRowSplittable), so the kernel module and
+  // its key are the same, and the cached object serves 6 rows.
+  auto d = compileOk(makeGraph(6));
   ASSERT_EQ(a.kernel_cache_key.size(), 64u);
   EXPECT_EQ(a.kernel_cache_key, a2.kernel_cache_key);
   EXPECT_NE(a.kernel_cache_key, b.kernel_cache_key);
   EXPECT_NE(a.kernel_cache_key, c.kernel_cache_key);
   EXPECT_NE(b.kernel_cache_key, c.kernel_cache_key);
+  EXPECT_EQ(a.kernel_cache_key, d.kernel_cache_key);
   EXPECT_FALSE(b.kernel_cache_hit);
   EXPECT_FALSE(c.kernel_cache_hit);
+  EXPECT_TRUE(d.kernel_cache_hit);
   EXPECT_EQ(entries(dir_).size(), 3u);
-  checkRuns(c, 6);
+  checkRuns(c, 5, 8);
+  checkRuns(d, 6);
 }
 
 TEST_F(codegen_KernelCache, DisabledByEnvironmentOrOption) {

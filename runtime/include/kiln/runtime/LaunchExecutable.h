@@ -92,6 +92,15 @@ public:
   /// a reshape that must copy at run time is counted as one launch).
   int num_launches() const override;
 
+  /// Kernel launches that may run split over threads (Builder::addKernel's
+  /// `split_rows`).
+  int num_split_kernels() const;
+  /// A split_rows kernel runs on several threads only when its operands and
+  /// results together have at least this many bytes (below, waking the
+  /// OpenMP threads costs more than the halved loop saves). Measured on the
+  /// GPT bench (bench/README.md).
+  static constexpr int64_t kSplitMinBytes = 256 * 1024;
+
   /// Bytes of memory owned by escaping slots per run (results).
   int64_t owned_bytes() const;
   /// Sum of all non-escaping produced slots' sizes: what the arena would
@@ -143,9 +152,16 @@ public:
   /// `operand_strides` (optional, one per operand): the strides the kernel
   /// was compiled for (its memref layouts); an operand whose strides differ
   /// in a dim of size > 1 is an error (a codegen bug, never a silent misread).
+  /// `split_rows`: the kernel reads every size of dim 0 from its memref
+  /// descriptors and dim 0 is one parallel loop over all operands and
+  /// results (codegen's isRowSplittable), so run() may call it on disjoint
+  /// ranges of dim 0 from several OpenMP threads (each call gets its slice:
+  /// pointer advanced by begin * stride[0], sizes[0] = end - begin), when the
+  /// launch touches at least kSplitMinBytes. Row-independent work: the result
+  /// does not depend on the thread count.
   std::vector<int> addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
                              std::vector<SlotType> results,
-                             const std::vector<std::vector<int64_t>> &operand_strides = {});
+                             const std::vector<std::vector<int64_t>> &operand_strides = {}, bool split_rows = false);
   /// Element strides of a slot, as run() will see them (known for every slot).
   const std::vector<int64_t> &strides(int slot) const { return static_strides_.at(slot); }
   /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
