@@ -66,8 +66,10 @@ namespace kiln::codegen::cpu {
 namespace {
 
 /// Bump when the entry layout or anything the key does not cover changes
-/// (the kernel ABI, the packed wrappers, the optimization levels).
-constexpr const char *kCacheFormat = "kiln-kernel-cache-v1;opt=O3;codegen=Aggressive;abi=packed-memref";
+/// (the kernel ABI, the packed wrappers, the optimization levels, and what
+/// Kiln's own lowering passes do: loweringDescription() names them, not
+/// their behaviour). v2: row tiling, row-split kernels.
+constexpr const char *kCacheFormat = "kiln-kernel-cache-v2;opt=O3;codegen=Aggressive;abi=packed-memref";
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'O', 'B', 'J', '1'};
 constexpr size_t kTrailerSize = 8 + 32 + 8;
 

@@ -41,6 +41,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Transforms.h"
 #include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -138,7 +139,8 @@ bool isCheap(linalg::GenericOp generic) {
 /// MLIR's linalg-fuse-elementwise-ops patterns (producer generics into
 /// consumer generics, reshapes folded by expansion, constant folding) with
 /// Kiln's control function. Ordinary kernels: a producer with one use is
-/// fused (linalg's default). Row kernels (`kiln.rows`): a producer read by a
+/// fused (linalg's default; a tensor.dim, which only reads a size, is not
+/// a use, and sizes are resolved to the kernel arguments'). Row kernels (`kiln.rows`): a producer read by a
 /// broadcasting map (a per-row value read once per element) is fused only
 /// if it is a copy, so sqrt(var + eps) stays one per row; a producer read
 /// elementwise is fused if it has one use or is cheap (then recomputed in
@@ -153,17 +155,22 @@ struct FuseElementwisePass : public PassWrapper<FuseElementwisePass, OperationPa
     func::FuncOp func = getOperation();
     MLIRContext *ctx = func.getContext();
     const bool rowKernel = func->hasAttr("kiln.rows");
-    linalg::ControlFusionFn control = [rowKernel](OpOperand *fused) {
+    // Uses that read the data: a tensor.dim only asks for a size (dynamic
+    // dims of shape-generic and row-split kernels).
+    auto oneDataUse = [](Operation *producer) {
+      return llvm::count_if(producer->getUsers(), [](Operation *user) { return !isa<tensor::DimOp>(user); }) == 1;
+    };
+    linalg::ControlFusionFn control = [rowKernel, oneDataUse](OpOperand *fused) {
       Operation *producer = fused->get().getDefiningOp();
       if (!producer)
         return false;
       auto generic = dyn_cast<linalg::GenericOp>(producer);
       auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
       if (!rowKernel || !generic || !consumer)
-        return producer->hasOneUse();
+        return oneDataUse(producer);
       if (!consumer.getMatchingIndexingMap(fused).isPermutation())
         return isCopy(generic);
-      return producer->hasOneUse() || isCheap(generic);
+      return oneDataUse(producer) || isCheap(generic);
     };
     RewritePatternSet patterns(ctx);
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
@@ -174,6 +181,9 @@ struct FuseElementwisePass : public PassWrapper<FuseElementwisePass, OperationPa
     tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, ctx);
     ctx->getLoadedDialect<linalg::LinalgDialect>()->getCanonicalizationPatterns(patterns);
     linalg::populateConstantFoldLinalgOperations(patterns, control);
+    // tensor.dim of an op's result -> of its init -> of a kernel argument.
+    memref::populateResolveRankedShapedTypeResultDimsPatterns(patterns);
+    tensor::DimOp::getCanonicalizationPatterns(patterns, ctx);
     GreedyRewriteConfig config;
     config.useTopDownTraversal = true;
     (void)applyPatternsAndFoldGreedily(func, std::move(patterns), config);
@@ -261,8 +271,10 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
     options.setFusionControlFn([&](tensor::ExtractSliceOp, OpResult producer, bool isDestination) {
       // Users inside the loop nest are the slices being fused.
       Block *body = &func.getBody().front();
+      // A tensor.dim is a shape query, not a use of the data (it is
+      // resolved to an argument's size after tiling).
       bool usedOutside = llvm::any_of(producer.getUsers(), [&](Operation *user) {
-        return user->getBlock() == body && !cone.contains(user);
+        return user->getBlock() == body && !cone.contains(user) && !isa<tensor::DimOp>(user);
       });
       return std::make_tuple(true, !isDestination && usedOutside);
     });
@@ -293,6 +305,15 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
         Operation *user = top.findAncestorOpInBlock(*use.getOwner());
         return user && user != outer && !needed.contains(user);
       });
+    // Sizes of dynamic dims (loop bounds, inits) are read from the kernel
+    // arguments, not from the originals of the fused ops.
+    {
+      RewritePatternSet patterns(func.getContext());
+      memref::populateResolveRankedShapedTypeResultDimsPatterns(patterns);
+      memref::populateResolveShapedTypeResultDimsPatterns(patterns);
+      tensor::DimOp::getCanonicalizationPatterns(patterns, func.getContext());
+      (void)applyPatternsAndFoldGreedily(func, std::move(patterns));
+    }
     // The fused producers' originals are dead now (they may read the loop's
     // yielded values); then a user of a yielded producer value (another
     // kernel result) may still come before the loop, which sits at the
