@@ -268,13 +268,13 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
     tiling.setTileSizes(getAsIndexOpFoldResult(func.getContext(), sizes));
     scf::SCFTileAndFuseOptions options;
     options.setTilingOptions(tiling);
+    Block &top = func.getBody().front();
     options.setFusionControlFn([&](tensor::ExtractSliceOp, OpResult producer, bool isDestination) {
-      // Users inside the loop nest are the slices being fused.
-      Block *body = &func.getBody().front();
-      // A tensor.dim is a shape query, not a use of the data (it is
-      // resolved to an argument's size after tiling).
+      // Users inside the loop nest are the slices being fused; a tensor.dim
+      // is a shape query, not a use of the data (it is resolved to an
+      // argument's size after tiling).
       bool usedOutside = llvm::any_of(producer.getUsers(), [&](Operation *user) {
-        return user->getBlock() == body && !cone.contains(user) && !isa<tensor::DimOp>(user);
+        return user->getBlock() == &top && !cone.contains(user) && !isa<tensor::DimOp>(user);
       });
       return std::make_tuple(true, !isDestination && usedOutside);
     });
@@ -288,7 +288,6 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
     // original value (computed before the loop), and so do the ops that
     // value needs.
     Operation *outer = tiled->loops.front().getOperation();
-    Block &top = func.getBody().front();
     llvm::DenseSet<Operation *> needed;
     SmallVector<Operation *> pending = {outer};
     while (!pending.empty()) {
@@ -318,16 +317,15 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
     // yielded values); then a user of a yielded producer value (another
     // kernel result) may still come before the loop, which sits at the
     // root's position.
-    Block &block = top;
     for (bool erased = true; erased;) {
       erased = false;
-      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(top)))
         if (isOpTriviallyDead(&op)) {
           rewriter.eraseOp(&op);
           erased = true;
         }
     }
-    if (!sortTopologically(&block)) {
+    if (!sortTopologically(&top)) {
       func.emitError("kiln-tile-rows: the tiled kernel has a cycle (internal error)");
       return signalPassFailure();
     }
