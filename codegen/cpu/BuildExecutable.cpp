@@ -84,7 +84,10 @@ public:
       auto type = slotType(arg.getType(), func);
       if (failed(type))
         return nullptr;
-      slots[arg] = builder.addInput(type->sizes, type->dtype);
+      // Saved activations are read only by @backward: a caller that frees
+      // them after the call may donate their memory (run_donating).
+      auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role");
+      slots[arg] = builder.addInput(type->sizes, type->dtype, role && role.getValue() == "saved");
     }
     for (Operation &op : entry) {
       if (failed(addOp(&op)))

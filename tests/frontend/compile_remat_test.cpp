@@ -155,6 +155,45 @@ TEST(CompileRemat, TransformerBlockBudget0MatchesWithoutRemat) {
   run_at_budget(make_block, kBlockInput, 0.0, reference);
 }
 
+// The last backward (no retain_graph) donates the saved activations to the
+// compiled backward, which reuses their memory after their last read
+// (LaunchExecutable::run_donating): same gradients as a backward that keeps
+// them (retain_graph, the plain plan), in less memory.
+TEST(CompileRemat, DonatedSavedActivationsGiveTheSameGradientsInLessMemory) {
+  CompileOptions options;
+  options.memory_budget = 1.0;
+  auto model = compile(make_block(), options);
+  model->eval();  // no dropout: both backward calls see the same graph
+  manual_seed(7);
+  Tensor x = randn(kBlockInput).requires_grad_(true);
+  Tensor y = model->forward(x);
+  Tensor loss = (y * randn(y.sizes())).sum();
+  auto &alloc = runtime::cpu_allocator();
+  auto grads = [&] {
+    std::vector<std::vector<double>> out{x.grad().to_vector<double>()};
+    for (auto &[name, p] : model->named_parameters()) out.push_back(p.grad().to_vector<double>());
+    x.set_grad(Tensor());
+    model->zero_grad();
+    return out;
+  };
+  alloc.reset_peak_stats();
+  int64_t base = alloc.stats().current_bytes;
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  const int64_t kept_peak = alloc.stats().peak_bytes - base;
+  const auto kept = grads();
+  alloc.reset_peak_stats();
+  base = alloc.stats().current_bytes;
+  loss.backward();
+  const int64_t donated_peak = alloc.stats().peak_bytes - base;
+  const auto donated = grads();
+  ASSERT_EQ(kept.size(), donated.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    ASSERT_EQ(kept[i].size(), donated[i].size());
+    for (size_t k = 0; k < kept[i].size(); ++k) ASSERT_EQ(kept[i][k], donated[i][k]) << "gradient " << i << "[" << k << "]";
+  }
+  EXPECT_LT(donated_peak, kept_peak);
+}
+
 TEST(CompileRemat, BudgetOutsideZeroOneIsAnError) {
   for (double budget : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     CompileOptions options;

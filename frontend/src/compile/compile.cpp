@@ -155,6 +155,12 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(!released, "backward: trying to backward through the compiled graph a second time; its saved tensors "
                "were freed. Pass retain_graph=true to the first backward call");
     std::vector<runtime::TensorView> args = primals;
+    // The last backward through this node donates the saved activations'
+    // memory to the backward's intermediates when nothing else holds it
+    // (a saved value that is also a forward output or shares its buffer is
+    // held elsewhere; then the plain plan runs).
+    bool donate = releases_after_apply;
+    for (const runtime::TensorView &v : saved) donate = donate && v.buffer && v.buffer.use_count() == 1;
     args.insert(args.end(), saved.begin(), saved.end());
     for (size_t i = 0; i < grad_outputs.size(); ++i) {
       Tensor g = grad_outputs[i].defined() ? grad_outputs[i] : zeros(output_shapes[i], output_types[i]);
@@ -163,7 +169,9 @@ struct CompiledBackward : autograd::Node {
     std::string error;
     runtime::Profiler &profiler = runtime::Profiler::instance();
     const double start_us = profiler.now_us();
-    auto grads = artifact->graph.backward->run(args, &error);
+    if (donate) saved.clear();  // args holds the only references now
+    auto grads = donate ? artifact->graph.backward->run_donating(args, &error)
+                        : artifact->graph.backward->run(args, &error);
     profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);
     KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
     TensorList out;
@@ -251,7 +259,9 @@ void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileS
   stats.last_compile_seconds = seconds;
   stats.num_fusions = static_cast<int>(artifact.graph.fusions.size());
   stats.forward_arena_bytes = artifact.graph.forward->arena_bytes();
-  stats.backward_arena_bytes = artifact.graph.backward ? artifact.graph.backward->arena_bytes() : 0;
+  // The backward's arena when the saved activations are donated (every
+  // backward without retain_graph whose saved buffers nothing else holds).
+  stats.backward_arena_bytes = artifact.graph.backward ? artifact.graph.backward->donating_arena_bytes() : 0;
   stats.arena_bytes = stats.forward_arena_bytes + stats.backward_arena_bytes;
   stats.saved_bytes = artifact.graph.saved_bytes;
   stats.recompute_flops = artifact.graph.recompute_flops;
