@@ -755,15 +755,16 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
 
 std::vector<TensorView> LaunchExecutable::run_donating(const std::vector<TensorView> &inputs,
                                                        std::string *error) const {
-  // Every donatable input must be private, contiguous memory from offset 0;
-  // else the plain plan (same results, more memory).
+  // Every donatable input must be private (`inputs` holds the only
+  // reference to its buffer), contiguous memory from offset 0; else the
+  // plain plan (same results, more memory).
   bool ok = inputs.size() == inputs_.size();
   for (size_t i = 0; ok && i < inputs.size(); ++i) {
     if (!donatable_[i])
       continue;
     const TensorView &in = inputs[i];
     const SlotType &t = types_[inputs_[i]];
-    ok = in.buffer && in.offset == 0 && in.sizes == t.sizes && in.dtype == t.dtype &&
+    ok = in.buffer && in.buffer.use_count() == 1 && in.offset == 0 && in.sizes == t.sizes && in.dtype == t.dtype &&
          static_cast<int64_t>(in.buffer->nbytes()) >= nbytes_of(t) && in.strides.size() == t.sizes.size();
     const std::vector<int64_t> want = contiguous_strides(t.sizes);
     for (size_t d = 0; ok && d < t.sizes.size(); ++d)

@@ -155,12 +155,10 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(!released, "backward: trying to backward through the compiled graph a second time; its saved tensors "
                "were freed. Pass retain_graph=true to the first backward call");
     std::vector<runtime::TensorView> args = primals;
-    // The last backward through this node donates the saved activations'
-    // memory to the backward's intermediates when nothing else holds it
-    // (a saved value that is also a forward output or shares its buffer is
-    // held elsewhere; then the plain plan runs).
-    bool donate = releases_after_apply;
-    for (const runtime::TensorView &v : saved) donate = donate && v.buffer && v.buffer.use_count() == 1;
+    // The last backward through this node hands the saved activations over
+    // (args holds them alone): the executable reuses the memory of those
+    // nothing else references after their last read (run_donating).
+    const bool donate = releases_after_apply;
     args.insert(args.end(), saved.begin(), saved.end());
     for (size_t i = 0; i < grad_outputs.size(); ++i) {
       Tensor g = grad_outputs[i].defined() ? grad_outputs[i] : zeros(output_shapes[i], output_types[i]);
@@ -169,7 +167,7 @@ struct CompiledBackward : autograd::Node {
     std::string error;
     runtime::Profiler &profiler = runtime::Profiler::instance();
     const double start_us = profiler.now_us();
-    if (donate) saved.clear();  // args holds the only references now
+    if (donate) saved.clear();
     auto grads = donate ? artifact->graph.backward->run_donating(args, &error)
                         : artifact->graph.backward->run(args, &error);
     profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);

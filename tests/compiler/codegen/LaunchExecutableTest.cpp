@@ -130,27 +130,35 @@ TEST(codegen_LaunchExecutable, DonatedInputsLendTheirMemoryAfterTheirLastUse) {
   ASSERT_EQ(out.size(), 1u) << error;
   EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 10.0f);
   EXPECT_EQ(at(xin, {7}), 7.0f);
-  // Donating run: same result, and x's buffer now holds c = (x + 1) * 2.
+  // Donating run while the caller still holds x: not reused.
   out = exe->run_donating({xin, win}, &error);
   ASSERT_EQ(out.size(), 1u) << error;
   EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 10.0f);
-  EXPECT_EQ(at(xin, {7}), (7 + 1) * 2.0f);
+  EXPECT_EQ(at(xin, {7}), 7.0f);
+  // Donated (the argument vector holds the only reference): same result,
+  // and x's buffer now holds c = (x + 1) * 2.
+  std::vector<TensorView> args{xin, win};
+  xin = TensorView{};
+  out = exe->run_donating(args, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 10.0f);
+  EXPECT_EQ(at(args[0], {7}), (7 + 1) * 2.0f);
   // A donated input sharing its buffer with another input is not reused
   // (the plain plan runs): w is x's memory here and is read by launch 2.
-  TensorView shared = makeTensor({n}, xs);
-  out = exe->run_donating({shared, shared}, &error);
+  args = {makeTensor({n}, xs), TensorView{}};
+  args[1] = args[0];
+  out = exe->run_donating(args, &error);
   ASSERT_EQ(out.size(), 1u) << error;
   EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 7.0f);
-  EXPECT_EQ(at(shared, {7}), 7.0f);
+  EXPECT_EQ(at(args[0], {7}), 7.0f);
   // So is one that is not at offset 0 of its buffer.
-  TensorView big = makeTensor({2 * n}, std::vector<float>(2 * n, 1.0f));
-  TensorView tail = big;
-  tail.sizes = {n};
-  tail.offset = n;
-  out = exe->run_donating({tail, win}, &error);
+  args = {makeTensor({2 * n}, std::vector<float>(2 * n, 1.0f)), win};
+  args[0].sizes = {n};
+  args[0].offset = n;
+  out = exe->run_donating(args, &error);
   ASSERT_EQ(out.size(), 1u) << error;
   EXPECT_EQ(at(out[0], {7}), (1 + 1) * 2 + 10.0f);
-  EXPECT_EQ(at(tail, {7}), 1.0f);
+  EXPECT_EQ(at(args[0], {7}), 1.0f);
 }
 
 TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {

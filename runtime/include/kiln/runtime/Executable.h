@@ -57,9 +57,9 @@ public:
   virtual std::vector<TensorView> run(const std::vector<TensorView> &inputs,
                                       std::string *error = nullptr) const = 0;
   /// run() where the caller donates the inputs the executable marked
-  /// donatable: it will not read their memory after the call, so the
-  /// executable may reuse it for intermediates after their last use. Same
-  /// results as run(); the default ignores the donation.
+  /// donatable: `inputs` holds the only reference to their buffers, so the
+  /// executable may reuse that memory for intermediates after their last
+  /// use. Same results as run(); the default ignores the donation.
   virtual std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs,
                                                std::string *error = nullptr) const {
     return run(inputs, error);

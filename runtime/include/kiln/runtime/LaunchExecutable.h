@@ -100,10 +100,11 @@ public:
   /// `*error` (e.g. "input 1: expected float32 [4, 8], got float32 [8, 4]").
   std::vector<TensorView> run(const std::vector<TensorView> &inputs, std::string *error = nullptr) const override;
   /// run() with the donating plan: the caller gives up the memory of every
-  /// input added with `donatable` (it must not read those buffers after the
-  /// call). Each must be contiguous at offset 0 of a buffer that no other
-  /// input uses, holding at least its type's bytes; otherwise (checked) the
-  /// plain plan runs instead, so the result is the same either way.
+  /// input added with `donatable`. Each must be contiguous at offset 0 of a
+  /// buffer holding at least its type's bytes, and `inputs` must hold the
+  /// only reference to that buffer (use_count 1: a tensor still held
+  /// elsewhere is never overwritten); otherwise (checked) the plain plan
+  /// runs instead, so the result is the same either way.
   std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs,
                                        std::string *error = nullptr) const override;
   /// Bytes of the per-run arena (the sum of the plan's peak, 64-byte aligned).
@@ -121,6 +122,8 @@ public:
   int64_t unplanned_bytes() const;
   const std::vector<SlotType> &slot_types() const { return types_; }
   const std::vector<SlotPlan> &slot_plans() const { return plans_; }
+  /// Whether input `i` (argument order) was added donatable.
+  bool input_donatable(size_t i) const { return i < donatable_.size() && donatable_[i]; }
   /// The plan run_donating() uses (same storage classes; pools may be donated inputs).
   const std::vector<SlotPlan> &donating_slot_plans() const { return donating_plans_; }
   /// A human-readable listing of launches and the plan, one line each.
