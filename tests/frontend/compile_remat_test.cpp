@@ -155,6 +155,21 @@ TEST(CompileRemat, TransformerBlockBudget0MatchesWithoutRemat) {
   run_at_budget(make_block, kBlockInput, 0.0, reference);
 }
 
+// Large enough (MLP hidden and attention scores of 256 KiB) that budget 0
+// recomputes values again before far uses (kiln-partition's per-use
+// recomputation, recompute-min-bytes = 256 KiB; the GELU's exp is cloned
+// twice, as KILN_DUMP_IR shows): same gradients as without remat.
+TEST(CompileRemat, TransformerBlockPerUseRecomputeMatchesWithoutRemat) {
+  auto make_wide_block = [] {
+    manual_seed(22);
+    return std::make_shared<test_models::TinyBlock>(64, 2, /*dropout=*/0.2, /*attn_dropout=*/0.1);
+  };
+  const Shape input{2, 128, 64};
+  const CompiledRun reference = run_without_remat(make_wide_block, input);
+  const CompiledRun b0 = run_at_budget(make_wide_block, input, 0.0, reference);
+  EXPECT_NE(b0.report.find("kiln.matmul x"), std::string::npos) << b0.report;
+}
+
 // The last backward (no retain_graph) donates the saved activations to the
 // compiled backward, which reuses their memory after their last read
 // (LaunchExecutable::run_donating): same gradients as a backward that keeps
