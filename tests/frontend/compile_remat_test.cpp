@@ -206,6 +206,8 @@ void expect_donation_saves_memory(const CompileOptions &options) {
     for (size_t k = 0; k < kept[i].size(); ++k) ASSERT_EQ(kept[i][k], donated[i][k]) << "gradient " << i << "[" << k << "]";
   }
   EXPECT_LT(donated_peak, kept_peak);
+  const std::string report = explain(*model, x, /*print=*/false);
+  EXPECT_NE(report.find("with the saved activations donated"), std::string::npos) << report;
 }
 
 TEST(CompileRemat, DonatedSavedActivationsGiveTheSameGradientsInLessMemory) {

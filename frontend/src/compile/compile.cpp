@@ -761,7 +761,12 @@ std::string CompiledModule::describe(const Tensor &input) const {
   os << (g.recomputed_ops.empty() ? "" : ")") << "\n";
   os << "  memory plan: forward arena " << g.forward->arena_bytes() << " bytes, " << g.forward->num_launches()
      << " launches";
-  if (g.backward) os << "; backward arena " << g.backward->arena_bytes() << " bytes, " << g.backward->num_launches() << " launches";
+  if (g.backward) {
+    os << "; backward arena " << g.backward->arena_bytes() << " bytes";
+    if (g.backward->donating_arena_bytes() != g.backward->arena_bytes())
+      os << " (" << g.backward->donating_arena_bytes() << " with the saved activations donated)";
+    os << ", " << g.backward->num_launches() << " launches";
+  }
   os << "\n  fusion groups (" << g.fusions.size() << "):\n";
   int64_t read = 0, written = 0;
   for (const auto &f : g.fusions) {
