@@ -104,7 +104,9 @@ void kiln_train_step(benchmark::State &state, const kiln::CompileOptions *option
     // Activation memory of the compiled step, from the executables' memory
     // plans: what forward saves for backward (held from the end of forward
     // to the end of backward) plus the larger of the two planned arenas
-    // (each live only while its function runs).
+    // (each live only while its function runs; intermediates that live in
+    // the saved buffers -- forward's before they are written, backward's
+    // donated ones after their last read -- are inside the saved bytes).
     const kiln::CompileStats &s = compiled->stats();
     state.counters["saved_bytes"] = static_cast<double>(s.saved_bytes);
     state.counters["forward_arena_bytes"] = static_cast<double>(s.forward_arena_bytes);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -73,6 +74,53 @@ std::string typeString(Type type) {
   return os.str();
 }
 
+/// The value whose memory `value` uses: looks through layout ops (views).
+Value memoryRoot(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!ir::isLayoutOp(op) || op->getNumOperands() == 0)
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+/// The `saved` arguments of @backward whose buffer belongs to them alone:
+/// the matching @forward result (kiln.num_forward_outputs + the saved
+/// index) is made by an op of @forward that is not a view (a fresh
+/// contiguous buffer), or is a reshape of one, and no other result of
+/// @forward is it or a view of it. Only these may be donated; empty for any other function or without
+/// @forward.
+llvm::DenseSet<unsigned> privateSavedArguments(func::FuncOp func) {
+  llvm::DenseSet<unsigned> result;
+  auto module = func->getParentOfType<ModuleOp>();
+  auto forward = module ? module.lookupSymbol<func::FuncOp>("forward") : func::FuncOp();
+  auto numOutputs = forward ? forward->getAttrOfType<IntegerAttr>("kiln.num_forward_outputs") : IntegerAttr();
+  if (func.getSymName() != "backward" || !numOutputs || forward.getBody().empty())
+    return result;
+  auto ret = dyn_cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  if (!ret)
+    return result;
+  llvm::DenseMap<Value, int> uses; // memory root -> how many forward results use it
+  for (Value v : ret.getOperands())
+    ++uses[memoryRoot(v)];
+  int64_t saved = 0;
+  for (BlockArgument arg : func.getArguments()) {
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role");
+    if (!role || role.getValue() != "saved")
+      continue;
+    const int64_t index = numOutputs.getInt() + saved++;
+    if (index >= static_cast<int64_t>(ret.getNumOperands()))
+      return {};
+    Value value = ret.getOperand(index), root = memoryRoot(value);
+    // Reshapes of a fresh buffer are contiguous views of all of it.
+    while (auto reshape = value.getDefiningOp<ir::ReshapeOp>())
+      value = reshape->getOperand(0);
+    if (value == root && root.getDefiningOp() && uses.lookup(root) == 1)
+      result.insert(arg.getArgNumber());
+  }
+  return result;
+}
+
 /// Walks one function and records its launches in a Builder.
 class ExecutableBuilder {
 public:
@@ -80,11 +128,15 @@ public:
 
   std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
     Block &entry = func.getBody().front();
+    llvm::DenseSet<unsigned> donatable = privateSavedArguments(func);
     for (BlockArgument arg : entry.getArguments()) {
       auto type = slotType(arg.getType(), func);
       if (failed(type))
         return nullptr;
-      slots[arg] = builder.addInput(type->sizes, type->dtype);
+      // Saved activations are read only by @backward: a caller that frees
+      // them after the call may donate their memory (run_donating), when
+      // the buffer is theirs alone.
+      slots[arg] = builder.addInput(type->sizes, type->dtype, donatable.contains(arg.getArgNumber()));
     }
     for (Operation &op : entry) {
       if (failed(addOp(&op)))

@@ -6,8 +6,9 @@
 // it in @backward or save it (kiln-remat's `kiln.saved` marks when present,
 // else: re-materialize layout ops and constants over primals, save the
 // rest); build @forward by cloning in program order and @backward with each
-// recomputed op just before its first user; report saved bytes and
-// recompute FLOPs; erase @joint.
+// recomputed op just before its first user (and again before a far later
+// use: options recompute-distance / recompute-min-bytes); report saved
+// bytes and recompute FLOPs (every clone counted); erase @joint.
 #include "JointGraph.h"
 
 #include "kiln/ir/KilnOps.h"
@@ -42,7 +43,8 @@ struct Split {
 
 class Partitioner {
 public:
-  explicit Partitioner(mlir::func::FuncOp joint) : joint_(joint) {}
+  Partitioner(mlir::func::FuncOp joint, int64_t recomputeDistance, int64_t recomputeMinBytes)
+      : joint_(joint), recomputeDistance_(recomputeDistance), recomputeMinBytes_(recomputeMinBytes) {}
 
   mlir::LogicalResult run();
 
@@ -56,6 +58,9 @@ private:
   void annotate(mlir::OpBuilder &builder, mlir::func::FuncOp forward, mlir::func::FuncOp backward, const Split &split);
 
   mlir::func::FuncOp joint_;
+  int64_t recomputeDistance_, recomputeMinBytes_;
+  /// Recomputed op -> how many times it was cloned into @backward.
+  llvm::DenseMap<mlir::Operation *, int64_t> cloneCounts_;
   JointSlices slices_;
   /// kiln-remat ran: follow its `kiln.saved` marks instead of rule 3.
   bool annotated_ = false;
@@ -130,24 +135,63 @@ static void cloneInOrder(mlir::OpBuilder &builder, mlir::Block &body, const OpSe
       builder.clone(op, mapping);
 }
 
+/// Clones recomputed ops into @backward in use order (see
+/// cloneWithRecomputedOperands).
+struct RecomputeCloner {
+  const OpSet &recomputed;
+  mlir::IRMapping &mapping;
+  /// Recomputed op -> the value of `emitted` when it was last cloned.
+  llvm::DenseMap<mlir::Operation *, int64_t> clonedAt;
+  llvm::DenseMap<mlir::Operation *, int64_t> counts; ///< recomputed op -> clones
+  int64_t emitted = 0; ///< ops cloned into @backward so far
+  int64_t farOps = -1; ///< re-clone distance (negative: never)
+  int64_t minBytes = 0;
+
+  bool needsClone(mlir::Operation *producer) const {
+    auto found = clonedAt.find(producer);
+    if (found == clonedAt.end())
+      return true;
+    // Matmul results are held: recomputing one costs a GEMM, the cheap
+    // (elementwise, reduction, view) ops cost a pass over memory.
+    if (farOps < 0 || emitted - found->second <= farOps || mlir::isa<ir::MatmulOp>(producer))
+      return false;
+    int64_t bytes = 0;
+    for (mlir::Value v : producer->getResults())
+      bytes += valueBytes(v);
+    return bytes >= minBytes;
+  }
+};
+
 /// Clones `root` after the recomputed ops it needs that are not cloned yet
 /// (depth first, operands in order): each recomputed op lands just before
 /// its first user, so recomputed activations are not all live at once (as
-/// PyTorch's reordering_to_mimic_autograd_engine).
-static void cloneWithRecomputedOperands(mlir::OpBuilder &builder, mlir::Operation *root, const OpSet &recomputed,
-                                        mlir::IRMapping &mapping, OpSet &cloned) {
+/// PyTorch's reordering_to_mimic_autograd_engine). A recomputed value last
+/// cloned more than `farOps` ops earlier (of at least `minBytes`, not a
+/// matmul) is cloned again for this use instead of being held in between
+/// (per-use recomputation, as Chen et al. 2016 "Training Deep Nets with
+/// Sublinear Memory Cost" recompute each segment where it is needed): its
+/// operands follow the same rule, so the chain is recomputed from nearby,
+/// small or matmul values.
+static void cloneWithRecomputedOperands(mlir::OpBuilder &builder, mlir::Operation *root, RecomputeCloner &c) {
   llvm::SmallVector<std::pair<mlir::Operation *, unsigned>> stack{{root, 0}};
+  llvm::SmallPtrSet<mlir::Operation *, 16> onStack;
   while (!stack.empty()) {
     auto &[op, next] = stack.back();
     if (next < op->getNumOperands()) {
       mlir::Operation *producer = op->getOperand(next++).getDefiningOp();
-      if (producer && recomputed.contains(producer) && !cloned.contains(producer)) {
-        cloned.insert(producer);
+      if (producer && c.recomputed.contains(producer) && !onStack.contains(producer) && c.needsClone(producer)) {
+        onStack.insert(producer);
         stack.push_back({producer, 0});
       }
       continue;
     }
-    builder.clone(*op, mapping);
+    builder.clone(*op, c.mapping);
+    ++c.emitted;
+    if (c.recomputed.contains(op)) {
+      c.clonedAt[op] = c.emitted;
+      ++c.counts[op];
+    }
+    onStack.erase(op);
     stack.pop_back();
   }
 }
@@ -225,18 +269,19 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
   }
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(entry);
-  OpSet cloned;
+  RecomputeCloner cloner{split.recomputed, mapping, {}, {}, 0, recomputeDistance_, recomputeMinBytes_};
   for (mlir::Operation &op : body.without_terminator())
     if (split.backward.contains(&op) && !split.recomputed.contains(&op))
-      cloneWithRecomputedOperands(builder, &op, split.recomputed, mapping, cloned);
+      cloneWithRecomputedOperands(builder, &op, cloner);
   for (mlir::Value value : gradients)
     if (mlir::Operation *producer = value.getDefiningOp())
-      if (split.recomputed.contains(producer) && cloned.insert(producer).second)
-        cloneWithRecomputedOperands(builder, producer, split.recomputed, mapping, cloned);
+      if (split.recomputed.contains(producer) && !cloner.clonedAt.count(producer))
+        cloneWithRecomputedOperands(builder, producer, cloner);
   llvm::SmallVector<mlir::Value> mapped;
   for (mlir::Value value : gradients)
     mapped.push_back(mapping.lookup(value));
   builder.create<mlir::func::ReturnOp>(ret.getLoc(), mapped);
+  cloneCounts_ = std::move(cloner.counts);
   return func;
 }
 
@@ -255,8 +300,9 @@ void Partitioner::annotate(mlir::OpBuilder &builder, mlir::func::FuncOp forward,
   llvm::MapVector<llvm::StringRef, int64_t> counts;
   for (mlir::Operation &op : joint_.getBody().front().without_terminator())
     if (split.recomputed.contains(&op)) {
-      flops += opFlops(&op);
-      counts[op.getName().getStringRef()]++;
+      const int64_t clones = std::max<int64_t>(1, cloneCounts_.lookup(&op));
+      flops += clones * opFlops(&op);
+      counts[op.getName().getStringRef()] += clones;
     }
   llvm::SmallVector<mlir::NamedAttribute> entries;
   for (auto [name, count] : counts)
@@ -293,6 +339,7 @@ mlir::LogicalResult Partitioner::run() {
 }
 
 struct KilnPartitionPass : public impl::KilnPartitionPassBase<KilnPartitionPass> {
+  using KilnPartitionPassBase::KilnPartitionPassBase;
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
     auto joint = module.lookupSymbol<mlir::func::FuncOp>("joint");
@@ -302,7 +349,7 @@ struct KilnPartitionPass : public impl::KilnPartitionPassBase<KilnPartitionPass>
       joint.emitOpError() << "module already has @forward or @backward";
       return signalPassFailure();
     }
-    Partitioner partitioner(joint);
+    Partitioner partitioner(joint, recomputeDistance, recomputeMinBytes);
     if (mlir::failed(partitioner.run()))
       signalPassFailure();
   }

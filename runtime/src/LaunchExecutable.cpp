@@ -82,6 +82,79 @@ const char *storage_name(SlotStorage s) {
   return "?";
 }
 
+/// Memory lent to intermediates: slot `owner`'s buffer of `capacity` bytes,
+/// free for slots whose live range lies inside launches [begin, end].
+struct Pool {
+  int owner;
+  int64_t capacity;
+  int begin, end;
+};
+
+/// Assigns `slots` (sorted biggest first) to pools or the arena (see the
+/// header: greedy by size, best fit) and returns the arena's bytes.
+int64_t place_slots(std::vector<SlotPlan> &plans, const std::vector<int> &slots, const std::vector<Pool> &pools) {
+  auto aligned = [](int64_t n) { return align_up(std::max<int64_t>(n, 1), kArenaAlignment); };
+  // Placed slots per memory: index 0 the arena, 1 + i pool i.
+  std::vector<std::vector<int>> placed(pools.size() + 1);
+  int64_t arena = 0;
+  // The smallest gap of `memory` (capacity `limit`, or unbounded) holding
+  // slot p, among placed slots overlapping p in time: {offset, gap} or {-1, _}.
+  auto best_fit = [&](const SlotPlan &p, const std::vector<int> &in, int64_t limit) {
+    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+    for (int q : in) {
+      const SlotPlan &o = plans[q];
+      if (o.def <= p.last_use && p.def <= o.last_use)
+        busy.emplace_back(o.arena_offset, o.arena_offset + aligned(o.nbytes));
+    }
+    std::sort(busy.begin(), busy.end());
+    const int64_t need = aligned(p.nbytes);
+    int64_t best = -1, best_gap = std::numeric_limits<int64_t>::max(), prev_end = 0;
+    auto consider = [&](int64_t begin) {
+      int64_t gap = begin - prev_end;
+      // The last slot in a pool needs only its own bytes (the pool's buffer
+      // is not padded).
+      bool fits = gap >= need || (limit >= 0 && begin == limit && gap >= p.nbytes);
+      if (fits && gap < best_gap) {
+        best = prev_end;
+        best_gap = gap;
+      }
+    };
+    for (auto [begin, end] : busy) {
+      consider(begin);
+      prev_end = std::max(prev_end, end);
+    }
+    if (limit >= 0)
+      consider(limit);
+    else if (best < 0)
+      best = prev_end, best_gap = std::numeric_limits<int64_t>::max();
+    return std::make_pair(best, best_gap);
+  };
+  for (int s : slots) {
+    SlotPlan &p = plans[s];
+    int where = -1;
+    int64_t offset = -1, gap = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i < pools.size(); ++i) {
+      const Pool &pool = pools[i];
+      if (p.def < pool.begin || p.last_use > pool.end || p.nbytes > pool.capacity)
+        continue;
+      auto [o, g] = best_fit(p, placed[i + 1], pool.capacity);
+      if (o >= 0 && g < gap) {
+        where = static_cast<int>(i);
+        offset = o;
+        gap = g;
+      }
+    }
+    if (where < 0) {
+      offset = best_fit(p, placed[0], -1).first;
+      arena = std::max(arena, offset + aligned(p.nbytes));
+    }
+    p.pool = where < 0 ? -1 : pools[where].owner;
+    p.arena_offset = offset;
+    placed[where + 1].push_back(s);
+  }
+  return arena;
+}
+
 /// Copies the elements of `src` (any strides) into `dst`, contiguous.
 template <size_t N> void copy_elements(const TensorView &src, char *dst) {
   const size_t rank = src.sizes.size();
@@ -222,7 +295,7 @@ int LaunchExecutable::Builder::addSlot(SlotType type, int base) {
   return static_cast<int>(exe_->types_.size()) - 1;
 }
 
-int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype) {
+int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype, bool donatable) {
   if (!error_.empty())
     return -1;
   if (!exe_->launches_.empty()) {
@@ -235,6 +308,7 @@ int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype)
   exe_->plans_[slot].storage = SlotStorage::Input;
   exe_->plans_[slot].def = -1;
   exe_->inputs_.push_back(slot);
+  exe_->donatable_.push_back(donatable);
   static_strides_[slot] = contiguous_strides(exe_->types_[slot].sizes);
   strides_known_[slot] = true;
   return slot;
@@ -517,40 +591,29 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
   }
 
   // Greedy by size: biggest first, each into the smallest gap among the
-  // already-placed slots whose live ranges overlap its own.
+  // already-placed slots whose live ranges overlap its own, in a pool when
+  // one can hold it, else in the arena.
   std::stable_sort(arena_slots.begin(), arena_slots.end(), [&](int a, int b) {
     if (plans[a].nbytes != plans[b].nbytes)
       return plans[a].nbytes > plans[b].nbytes;
     return plans[a].def < plans[b].def;
   });
-  std::vector<int> placed;
-  int64_t arena = 0;
-  for (int s : arena_slots) {
-    SlotPlan &p = plans[s];
-    const int64_t size = align_up(std::max<int64_t>(p.nbytes, 1), kArenaAlignment);
-    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-    for (int q : placed) {
-      const SlotPlan &o = plans[q];
-      if (o.def <= p.last_use && p.def <= o.last_use)
-        busy.emplace_back(o.arena_offset, o.arena_offset + align_up(std::max<int64_t>(o.nbytes, 1), kArenaAlignment));
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t best = -1, best_gap = std::numeric_limits<int64_t>::max(), prev_end = 0;
-    for (auto [begin, end] : busy) {
-      int64_t gap = begin - prev_end;
-      if (gap >= size && gap < best_gap) {
-        best = prev_end;
-        best_gap = gap;
-      }
-      prev_end = std::max(prev_end, end);
-    }
-    if (best < 0)
-      best = prev_end;
-    p.arena_offset = best;
-    arena = std::max(arena, best + size);
-    placed.push_back(s);
+  // Pools lent by results: an Owned slot's buffer (allocated when the run
+  // starts) is free before the launch that writes it.
+  std::vector<Pool> pools;
+  for (int s = 0; s < num_slots; ++s)
+    if (plans[s].storage == SlotStorage::Owned && plans[s].nbytes > 0)
+      pools.push_back(Pool{s, plans[s].nbytes, std::numeric_limits<int>::min(), plans[s].def - 1});
+  exe.arena_bytes_ = place_slots(plans, arena_slots, pools);
+  // The donating plan adds the donatable inputs' buffers after their last
+  // use (not those a result aliases: they outlive the run).
+  exe.donating_plans_ = plans;
+  for (size_t i = 0; i < exe.inputs_.size(); ++i) {
+    const int s = exe.inputs_[i];
+    if (exe.donatable_[i] && !plans[s].escapes && nbytes_of(exe.types_[s]) > 0)
+      pools.push_back(Pool{s, nbytes_of(exe.types_[s]), plans[s].last_use + 1, std::numeric_limits<int>::max()});
   }
-  exe.arena_bytes_ = arena;
+  exe.donating_arena_bytes_ = place_slots(exe.donating_plans_, arena_slots, pools);
 
   std::shared_ptr<LaunchExecutable> out = std::move(exe_);
   exe_.reset(new LaunchExecutable());
@@ -702,7 +765,11 @@ std::string LaunchExecutable::describe() const {
     const SlotPlan &p = plans_[s];
     os << "%" << s << ": " << slot_type_str(types_[s]) << " " << storage_name(p.storage);
     if (p.storage == SlotStorage::Arena)
-      os << " @" << p.arena_offset;
+      os << (p.pool >= 0 ? " in %" + std::to_string(p.pool) : std::string()) << " @" << p.arena_offset;
+    const SlotPlan &d = donating_plans_[s];
+    if (d.storage == SlotStorage::Arena && (d.pool != p.pool || d.arena_offset != p.arena_offset))
+      os << " (donating: " << (d.pool >= 0 ? "in %" + std::to_string(d.pool) + " " : std::string()) << "@"
+         << d.arena_offset << ")";
     if (p.base >= 0)
       os << " base %" << p.base;
     os << " live [" << p.def << ", " << p.last_use << "]" << (p.escapes ? " escapes" : "") << "\n";
@@ -710,7 +777,10 @@ std::string LaunchExecutable::describe() const {
   os << "outputs:";
   for (int s : outputs_)
     os << " %" << s;
-  os << "\narena: " << arena_bytes_ << " bytes\n";
+  os << "\narena: " << arena_bytes_ << " bytes";
+  if (donating_arena_bytes_ != arena_bytes_)
+    os << " (donating: " << donating_arena_bytes_ << " bytes)";
+  os << "\n";
   return os.str();
 }
 
@@ -767,6 +837,36 @@ bool LaunchExecutable::bindInputs(const std::vector<TensorView> &inputs, std::ve
 }
 
 std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inputs, std::string *error) const {
+  return runWith(inputs, plans_, arena_bytes_, error);
+}
+
+std::vector<TensorView> LaunchExecutable::run_donating(const std::vector<TensorView> &inputs,
+                                                       std::string *error) const {
+  // Every donatable input must be private (`inputs` holds the only
+  // reference to its buffer), contiguous memory from offset 0; else the
+  // plain plan (same results, more memory).
+  bool ok = inputs.size() == inputs_.size();
+  for (size_t i = 0; ok && i < inputs.size(); ++i) {
+    if (!donatable_[i])
+      continue;
+    const TensorView &in = inputs[i];
+    const SlotType &t = types_[inputs_[i]];
+    ok = in.buffer && in.buffer.use_count() == 1 && in.offset == 0 && in.sizes == t.sizes && in.dtype == t.dtype &&
+         static_cast<int64_t>(in.buffer->nbytes()) >= nbytes_of(t) && in.strides.size() == t.sizes.size();
+    const std::vector<int64_t> want = contiguous_strides(t.sizes);
+    for (size_t d = 0; ok && d < t.sizes.size(); ++d)
+      ok = t.sizes[d] <= 1 || in.strides[d] == want[d];
+    for (size_t j = 0; ok && j < inputs.size(); ++j)
+      ok = j == i || inputs[j].buffer != in.buffer;
+  }
+  if (!ok)
+    return runWith(inputs, plans_, arena_bytes_, error);
+  return runWith(inputs, donating_plans_, donating_arena_bytes_, error);
+}
+
+std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> &inputs,
+                                                  const std::vector<SlotPlan> &plans, int64_t arena_bytes,
+                                                  std::string *error) const {
   std::vector<TensorView> values(types_.size());
   if (!bindInputs(inputs, values, error))
     return {};
@@ -776,20 +876,31 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
   }
 
   std::shared_ptr<Buffer> arena;
-  if (arena_bytes_ > 0)
-    arena = Buffer::make(static_cast<size_t>(arena_bytes_));
+  if (arena_bytes > 0)
+    arena = Buffer::make(static_cast<size_t>(arena_bytes));
+  // Results' own buffers, allocated now: intermediates may use them before
+  // they are written (pools).
+  std::vector<std::shared_ptr<Buffer>> owned(types_.size());
+  for (size_t s = 0; s < plans.size(); ++s)
+    if (plans[s].storage == SlotStorage::Owned)
+      owned[s] = Buffer::make(static_cast<size_t>(plans[s].nbytes));
 
   // A fresh contiguous tensor in the slot's planned memory.
   auto materialize = [&](int slot) -> TensorView & {
-    const SlotPlan &p = plans_[slot];
+    const SlotPlan &p = plans[slot];
     const SlotType &t = types_[slot];
     TensorView &v = values[slot];
     v.dtype = t.dtype;
     v.sizes = t.sizes;
     v.strides = contiguous_strides(t.sizes);
     if (p.storage == SlotStorage::Arena) {
-      v.buffer = arena;
+      // A pool is an Owned result not written yet, or a donated input
+      // (bound at offset 0, checked by run_donating) no longer read.
+      v.buffer = p.pool < 0 ? arena : plans[p.pool].storage == SlotStorage::Owned ? owned[p.pool] : values[p.pool].buffer;
       v.offset = p.arena_offset / static_cast<int64_t>(itemsize(t.dtype));
+    } else if (p.storage == SlotStorage::Owned) {
+      v.buffer = owned[slot];
+      v.offset = 0;
     } else {
       v.buffer = Buffer::make(static_cast<size_t>(p.nbytes));
       v.offset = 0;
@@ -874,7 +985,7 @@ std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inp
       const TensorView &b = values[l.operands[0]];
       const int r = l.results[0];
       std::vector<int64_t> strides;
-      if (plans_[r].base >= 0 && compute_view_strides(b.sizes, b.strides, l.attr, &strides)) {
+      if (plans[r].base >= 0 && compute_view_strides(b.sizes, b.strides, l.attr, &strides)) {
         TensorView v = b;
         v.sizes = l.attr;
         v.strides = std::move(strides);

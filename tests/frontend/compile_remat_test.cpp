@@ -155,6 +155,69 @@ TEST(CompileRemat, TransformerBlockBudget0MatchesWithoutRemat) {
   run_at_budget(make_block, kBlockInput, 0.0, reference);
 }
 
+// Large enough (MLP hidden and attention scores of 256 KiB) that budget 0
+// recomputes values again before far uses (kiln-partition's per-use
+// recomputation, recompute-min-bytes = 256 KiB; the GELU's exp is cloned
+// twice, as KILN_DUMP_IR shows): same gradients as without remat.
+TEST(CompileRemat, TransformerBlockPerUseRecomputeMatchesWithoutRemat) {
+  auto make_wide_block = [] {
+    manual_seed(22);
+    return std::make_shared<test_models::TinyBlock>(64, 2, /*dropout=*/0.2, /*attn_dropout=*/0.1);
+  };
+  const Shape input{2, 128, 64};
+  const CompiledRun reference = run_without_remat(make_wide_block, input);
+  const CompiledRun b0 = run_at_budget(make_wide_block, input, 0.0, reference);
+  EXPECT_NE(b0.report.find("kiln.matmul x"), std::string::npos) << b0.report;
+}
+
+// The last backward (no retain_graph) donates the saved activations to the
+// compiled backward, which reuses their memory after their last read
+// (LaunchExecutable::run_donating): same gradients as a backward that keeps
+// them (retain_graph, the plain plan), in less memory; with kiln-remat and
+// without it (which saves more, views of activations among them).
+void expect_donation_saves_memory(const CompileOptions &options) {
+  auto model = compile(make_block(), options);
+  model->eval();  // no dropout: both backward calls see the same graph
+  manual_seed(7);
+  Tensor x = randn(kBlockInput).requires_grad_(true);
+  Tensor y = model->forward(x);
+  Tensor loss = (y * randn(y.sizes())).sum();
+  auto &alloc = runtime::cpu_allocator();
+  auto grads = [&] {
+    std::vector<std::vector<double>> out{x.grad().to_vector<double>()};
+    for (auto &[name, p] : model->named_parameters()) out.push_back(p.grad().to_vector<double>());
+    x.set_grad(Tensor());
+    model->zero_grad();
+    return out;
+  };
+  alloc.reset_peak_stats();
+  int64_t base = alloc.stats().current_bytes;
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  const int64_t kept_peak = alloc.stats().peak_bytes - base;
+  const auto kept = grads();
+  alloc.reset_peak_stats();
+  base = alloc.stats().current_bytes;
+  loss.backward();
+  const int64_t donated_peak = alloc.stats().peak_bytes - base;
+  const auto donated = grads();
+  ASSERT_EQ(kept.size(), donated.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    ASSERT_EQ(kept[i].size(), donated[i].size());
+    for (size_t k = 0; k < kept[i].size(); ++k) ASSERT_EQ(kept[i][k], donated[i][k]) << "gradient " << i << "[" << k << "]";
+  }
+  EXPECT_LT(donated_peak, kept_peak);
+  const std::string report = explain(*model, x, /*print=*/false);
+  EXPECT_NE(report.find("with the saved activations donated"), std::string::npos) << report;
+}
+
+TEST(CompileRemat, DonatedSavedActivationsGiveTheSameGradientsInLessMemory) {
+  CompileOptions options;
+  options.memory_budget = 1.0;
+  expect_donation_saves_memory(options);
+  options.remat = false;
+  expect_donation_saves_memory(options);
+}
+
 TEST(CompileRemat, BudgetOutsideZeroOneIsAnError) {
   for (double budget : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     CompileOptions options;

@@ -42,6 +42,10 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   /// Frees saved tensors after a backward pass without retain_graph.
   virtual void release_saved() {}
+  /// Set by the engine before apply() when release_saved() follows it
+  /// (backward without retain_graph): apply() may then consume the saved
+  /// tensors (the compiled backward lends their memory to its intermediates).
+  bool releases_after_apply = false;
   /// Number of forward outputs this node receives gradients for.
   int num_outputs = 1;
   std::vector<Edge> next_edges;

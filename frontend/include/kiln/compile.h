@@ -103,7 +103,10 @@ struct CompileStats {
   int cache_hits = 0; ///< calls served by a cached artifact
   int num_fusions = 0;       ///< kernels in the last artifact
   int64_t arena_bytes = 0;   ///< planned intermediate bytes of the last forward+backward
-  int64_t forward_arena_bytes = 0, backward_arena_bytes = 0;  ///< the two parts of arena_bytes
+  /// The two parts of arena_bytes; backward's is its plan with the saved
+  /// activations donated (Executable::run_donating, what a backward without
+  /// retain_graph runs), intermediates inside dead saved buffers not counted.
+  int64_t forward_arena_bytes = 0, backward_arena_bytes = 0;
   int64_t saved_bytes = 0;      ///< bytes the last forward saves for backward (not counting its outputs)
   int64_t recompute_flops = 0;  ///< FLOPs the last backward spends recomputing forward ops
   double last_compile_seconds = 0.0;

@@ -83,6 +83,7 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots, bool re
       deliver(TensorList(node->next_edges.size()), node->next_edges);
       continue;
     }
+    node->releases_after_apply = !retain_graph;
     TensorList outputs = node->apply(inputs);
     if (!retain_graph) node->release_saved();
     KILN_CHECK(outputs.size() == node->next_edges.size(), "backward: ", node->name(), " returned ",

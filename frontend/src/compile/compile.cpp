@@ -155,6 +155,10 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(!released, "backward: trying to backward through the compiled graph a second time; its saved tensors "
                "were freed. Pass retain_graph=true to the first backward call");
     std::vector<runtime::TensorView> args = primals;
+    // The last backward through this node hands the saved activations over
+    // (args holds them alone): the executable reuses the memory of those
+    // nothing else references after their last read (run_donating).
+    const bool donate = releases_after_apply;
     args.insert(args.end(), saved.begin(), saved.end());
     for (size_t i = 0; i < grad_outputs.size(); ++i) {
       Tensor g = grad_outputs[i].defined() ? grad_outputs[i] : zeros(output_shapes[i], output_types[i]);
@@ -163,7 +167,9 @@ struct CompiledBackward : autograd::Node {
     std::string error;
     runtime::Profiler &profiler = runtime::Profiler::instance();
     const double start_us = profiler.now_us();
-    auto grads = artifact->graph.backward->run(args, &error);
+    if (donate) saved.clear();
+    auto grads = donate ? artifact->graph.backward->run_donating(args, &error)
+                        : artifact->graph.backward->run(args, &error);
     profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);
     KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
     TensorList out;
@@ -251,7 +257,9 @@ void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileS
   stats.last_compile_seconds = seconds;
   stats.num_fusions = static_cast<int>(artifact.graph.fusions.size());
   stats.forward_arena_bytes = artifact.graph.forward->arena_bytes();
-  stats.backward_arena_bytes = artifact.graph.backward ? artifact.graph.backward->arena_bytes() : 0;
+  // The backward's arena when the saved activations are donated (every
+  // backward without retain_graph whose saved buffers nothing else holds).
+  stats.backward_arena_bytes = artifact.graph.backward ? artifact.graph.backward->donating_arena_bytes() : 0;
   stats.arena_bytes = stats.forward_arena_bytes + stats.backward_arena_bytes;
   stats.saved_bytes = artifact.graph.saved_bytes;
   stats.recompute_flops = artifact.graph.recompute_flops;
@@ -753,7 +761,12 @@ std::string CompiledModule::describe(const Tensor &input) const {
   os << (g.recomputed_ops.empty() ? "" : ")") << "\n";
   os << "  memory plan: forward arena " << g.forward->arena_bytes() << " bytes, " << g.forward->num_launches()
      << " launches";
-  if (g.backward) os << "; backward arena " << g.backward->arena_bytes() << " bytes, " << g.backward->num_launches() << " launches";
+  if (g.backward) {
+    os << "; backward arena " << g.backward->arena_bytes() << " bytes";
+    if (g.backward->donating_arena_bytes() != g.backward->arena_bytes())
+      os << " (" << g.backward->donating_arena_bytes() << " with the saved activations donated)";
+    os << ", " << g.backward->num_launches() << " launches";
+  }
   os << "\n  fusion groups (" << g.fusions.size() << "):\n";
   int64_t read = 0, written = 0;
   for (const auto &f : g.fusions) {

@@ -353,6 +353,61 @@ TEST(codegen_Compile, JointLinearReluForwardAndBackward) {
   expectNear(read<float>(again[1]), gwr, 1e-4f);
 }
 
+/// Compiles y = relu(x w) (+ 1 when `plus_one`) with a backward that reads
+/// h = relu(x w), without kiln-remat (h is saved).
+static codegen::CompiledGraph compileSavingH(bool plus_one) {
+  const int64_t N = 4, I = 3, O = 6;
+  GraphMaker m;
+  int x = m.input({N, I}), w = m.input({I, O});
+  int gy = m.input({N, O}, ElementType::F32, ir::InputRole::Tangent);
+  int h = m.same(OpKind::Relu, {m.node(OpKind::Matmul, {x, w}, {N, O}, ElementType::F32)});
+  int one = m.node(OpKind::Constant, {}, {N, O}, ElementType::F32, [](ir::Node &n) { n.scalar = 1.0; });
+  int y = plus_one ? m.same(OpKind::Add, {h, one}) : h;
+  // A stand-in gradient that reads h in backward: (h^T gy).
+  int ht = m.node(OpKind::Transpose, {h}, {O, N}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
+  int a = m.node(OpKind::Matmul, {ht, gy}, {O, O}, ElementType::F32);
+  codegen::CompiledGraph compiled;
+  std::string error;
+  codegen::CompileOptions options;
+  options.remat = false;
+  EXPECT_TRUE(codegen::compileGraph(m.done({y, a}, 1), options, &compiled, &error)) << error;
+  return compiled;
+}
+
+TEST(codegen_Compile, OnlyPrivateSavedActivationsAreDonatable) {
+  // Saved h is donatable (codegen marks it, run_donating reuses it) when
+  // its buffer is its own; not when h is also the forward output (the
+  // caller holds it).
+  for (bool plus_one : {true, false}) {
+    SCOPED_TRACE(plus_one ? "y = h + 1" : "y = h");
+    codegen::CompiledGraph compiled = compileSavingH(plus_one);
+    auto bwd = std::dynamic_pointer_cast<runtime::LaunchExecutable>(compiled.backward);
+    ASSERT_TRUE(bwd);
+    // Inputs: x, w, the saved h, gy.
+    ASSERT_EQ(compiled.num_saved, 1) << bwd->describe();
+    EXPECT_EQ(bwd->slot_types()[2].sizes, (std::vector<int64_t>{4, 6}));
+    EXPECT_FALSE(bwd->input_donatable(0));
+    EXPECT_FALSE(bwd->input_donatable(1));
+    EXPECT_EQ(bwd->input_donatable(2), plus_one) << bwd->describe();
+    EXPECT_FALSE(bwd->input_donatable(3));
+
+    // run_donating (the args hold the only references) gives what run gives.
+    std::vector<TensorView> primals = {f32({4, 3}, values(12, 3)), f32({3, 6}, values(18, 4))};
+    auto fwd = runOk(*compiled.forward, primals);
+    ASSERT_EQ(fwd.size(), 2u);
+    std::vector<TensorView> args = primals;
+    args.push_back(fwd[1]);
+    args.push_back(f32({4, 6}, values(24, 5)));
+    auto want = runOk(*compiled.backward, args);
+    fwd.clear();
+    std::string error;
+    auto got = compiled.backward->run_donating(args, &error);
+    ASSERT_EQ(got.size(), want.size()) << error;
+    for (size_t i = 0; i < want.size(); ++i)
+      expectNear(read<float>(got[i]), read<float>(want[i]));
+  }
+}
+
 TEST(codegen_Compile, ResultsMayAliasInputs) {
   // A transposed parameter returned as is: a view of the input, no copy.
   GraphMaker m;

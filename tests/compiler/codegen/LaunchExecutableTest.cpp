@@ -79,11 +79,17 @@ TEST(codegen_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
   EXPECT_EQ(plans[f].storage, SlotStorage::Owned);
   for (int s : {a, c, d, e})
     EXPECT_EQ(plans[s].storage, SlotStorage::Arena) << exe->describe();
-  // a chain needs only two live intermediates at a time: a/d and c/e share.
-  EXPECT_EQ(exe->arena_bytes(), 2 * 4032) << exe->describe();
+  // a chain needs only two live intermediates at a time: a/d and c/e share;
+  // a and d (dead before f is written) live in f's buffer, so the arena
+  // holds only c and e.
+  EXPECT_EQ(exe->arena_bytes(), 4032) << exe->describe();
   EXPECT_EQ(exe->unplanned_bytes(), 4 * 4032);
+  EXPECT_EQ(plans[a].pool, f) << exe->describe();
+  EXPECT_EQ(plans[d].pool, f);
+  EXPECT_EQ(plans[c].pool, -1);
+  EXPECT_EQ(plans[e].pool, -1); // read by the launch that writes f
   EXPECT_EQ(plans[a].arena_offset, plans[d].arena_offset);
-  EXPECT_NE(plans[a].arena_offset, plans[c].arena_offset);
+  EXPECT_EQ(plans[c].arena_offset, plans[e].arena_offset);
   EXPECT_EQ(exe->num_launches(), 5);
 
   std::vector<float> xs(n);
@@ -93,6 +99,66 @@ TEST(codegen_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
   ASSERT_EQ(out.size(), 1u) << error;
   for (int64_t i = 0; i < n; ++i)
     EXPECT_EQ(at(out[0], {i}), ((i + 1) * 2 + 1) * 2 + 1.0f);
+}
+
+TEST(codegen_LaunchExecutable, DonatedInputsLendTheirMemoryAfterTheirLastUse) {
+  // x (donatable) is last read by launch 0; c is written at launch 1 and
+  // can live in x's buffer; a (dead before d is written) lives in d's.
+  const int64_t n = 1000;
+  LaunchExecutable::Builder b;
+  int x = b.addInput({n}, kFloat32, /*donatable=*/true);
+  int w = b.addInput({n}, kFloat32);
+  int a = b.addKernel("add_one", addOne, {x}, {{{n}, kFloat32}})[0];
+  int c = b.addKernel("times_two", timesTwo, {a}, {{{n}, kFloat32}})[0];
+  int d = b.addKernel("add_two", addTwo, {c, w}, {{{n}, kFloat32}})[0];
+  b.setOutputs({d});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  EXPECT_EQ(exe->slot_plans()[a].pool, d) << exe->describe();
+  EXPECT_EQ(exe->slot_plans()[c].pool, -1);
+  EXPECT_EQ(exe->arena_bytes(), 4032);
+  EXPECT_EQ(exe->donating_slot_plans()[c].pool, x) << exe->describe();
+  EXPECT_EQ(exe->donating_arena_bytes(), 0);
+
+  std::vector<float> xs(n), ws(n, 10.0f);
+  for (int64_t i = 0; i < n; ++i)
+    xs[i] = static_cast<float>(i);
+  // Plain run: x is not written.
+  TensorView xin = makeTensor({n}, xs), win = makeTensor({n}, ws);
+  auto out = exe->run({xin, win}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 10.0f);
+  EXPECT_EQ(at(xin, {7}), 7.0f);
+  // Donating run while the caller still holds x: not reused.
+  out = exe->run_donating({xin, win}, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 10.0f);
+  EXPECT_EQ(at(xin, {7}), 7.0f);
+  // Donated (the argument vector holds the only reference): same result,
+  // and x's buffer now holds c = (x + 1) * 2.
+  std::vector<TensorView> args{xin, win};
+  xin = TensorView{};
+  out = exe->run_donating(args, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 10.0f);
+  EXPECT_EQ(at(args[0], {7}), (7 + 1) * 2.0f);
+  // A donated input sharing its buffer with another input is not reused
+  // (the plain plan runs): w is x's memory here and is read by launch 2.
+  args = {makeTensor({n}, xs), TensorView{}};
+  args[1] = args[0];
+  out = exe->run_donating(args, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {7}), (7 + 1) * 2 + 7.0f);
+  EXPECT_EQ(at(args[0], {7}), 7.0f);
+  // So is one that is not at offset 0 of its buffer.
+  args = {makeTensor({2 * n}, std::vector<float>(2 * n, 1.0f)), win};
+  args[0].sizes = {n};
+  args[0].offset = n;
+  out = exe->run_donating(args, &error);
+  ASSERT_EQ(out.size(), 1u) << error;
+  EXPECT_EQ(at(out[0], {7}), (1 + 1) * 2 + 10.0f);
+  EXPECT_EQ(at(args[0], {7}), 1.0f);
 }
 
 TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {
@@ -109,9 +175,14 @@ TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {
   auto exe = b.finish(&error);
   ASSERT_TRUE(exe) << error;
   const auto &plans = exe->slot_plans();
-  EXPECT_NE(plans[a].arena_offset, plans[c].arena_offset);
-  EXPECT_NE(plans[a].arena_offset, plans[d].arena_offset);
-  EXPECT_NE(plans[c].arena_offset, plans[d].arena_offset); // same launch
+  // Same memory: the same pool (or the arena) and offset.
+  auto shares = [&](int p, int q) {
+    return plans[p].pool == plans[q].pool && plans[p].arena_offset == plans[q].arena_offset;
+  };
+  EXPECT_FALSE(shares(a, c)) << exe->describe();
+  EXPECT_FALSE(shares(a, d));
+  EXPECT_FALSE(shares(c, d)); // same launch
+  EXPECT_EQ(plans[c].pool, e); // dead before e is written
   auto out = exe->run({makeTensor({n}, std::vector<float>(n, 1.0f))}, &error);
   ASSERT_EQ(out.size(), 1u) << error;
   EXPECT_EQ(at(out[0], {5}), 2.0f + 5.0f); // a = 2, d = 5

@@ -96,7 +96,18 @@ def KilnPartitionPass : Pass<"kiln-partition", "mlir::ModuleOp"> {
     primals and constants are re-materialized (cloned) into @backward instead
     of being saved. A graph with neither tangent arguments nor gradient
     results is just renamed @forward with `kiln.num_saved = 0`.
+
+    Recomputed ops are cloned into @backward just before their first user;
+    a recomputed value last cloned more than `recompute-distance` ops
+    earlier (and of at least `recompute-min-bytes`) is cloned again for a
+    later use instead of being held in between (per-use recomputation).
   }];
+  let options = [
+    Option<"recomputeDistance", "recompute-distance", "int64_t", /*default=*/"64",
+           "Re-clone a recomputed value for a use more than this many cloned ops after its last clone (negative: never)">,
+    Option<"recomputeMinBytes", "recompute-min-bytes", "int64_t", /*default=*/"262144",
+           "Only values of at least this many bytes are re-cloned">
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::kiln::ir::KilnDialect"];
 }

@@ -56,8 +56,18 @@ public:
   /// memory and may alias inputs (e.g. a transposed parameter).
   virtual std::vector<TensorView> run(const std::vector<TensorView> &inputs,
                                       std::string *error = nullptr) const = 0;
+  /// run() where the caller donates the inputs the executable marked
+  /// donatable: `inputs` holds the only reference to their buffers, so the
+  /// executable may reuse that memory for intermediates after their last
+  /// use. Same results as run(); the default ignores the donation.
+  virtual std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs,
+                                               std::string *error = nullptr) const {
+    return run(inputs, error);
+  }
   /// Bytes of the intermediate arena one run allocates (the memory plan).
   virtual int64_t arena_bytes() const = 0;
+  /// Bytes of the arena one run_donating() allocates.
+  virtual int64_t donating_arena_bytes() const { return arena_bytes(); }
   /// Number of launches (kernels + GEMMs + copies) per run.
   virtual int num_launches() const = 0;
 };

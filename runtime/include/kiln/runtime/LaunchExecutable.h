@@ -27,6 +27,15 @@
 //     smallest gap left by already-placed slots whose live ranges overlap
 //     (TFLite's "greedy by size" planner). Two slots used by the same launch
 //     never share memory.
+//   - memory that is allocated anyway is lent to intermediates first
+//     ("pools"): a result's own buffer before the launch that writes it
+//     (results are allocated when the run starts), and, in the donating
+//     plan, a donated input's buffer after its last use (addInput with
+//     donatable = true, run_donating()). A slot goes into a pool when its
+//     whole live range fits the pool's free window and a gap of the pool
+//     holds it (best fit, the same greedy order); the rest go to the arena.
+//     Inductor's and XLA's buffer reuse do the same with dead inputs
+//     (donation) and not-yet-written outputs.
 // The arena is one Buffer allocated per run (runs are independent and may
 // proceed concurrently: run() is const and keeps all its state local).
 #pragma once
@@ -70,7 +79,11 @@ enum class SlotStorage : int8_t {
 struct SlotPlan {
   SlotStorage storage = SlotStorage::Input;
   int64_t nbytes = 0;        ///< bytes of the slot's own memory (0 for views/inputs)
-  int64_t arena_offset = -1; ///< bytes from the arena start (Arena only)
+  int64_t arena_offset = -1; ///< bytes from the start of its memory: the arena, or `pool`'s buffer (Arena only)
+  /// Arena slots only: -1 = the arena; else the slot whose buffer lends it
+  /// the memory (an Owned result not written yet, or a donated input no
+  /// longer read).
+  int pool = -1;
   int base = -1;             ///< the slot this one is a view of (-1 if none)
   int def = -1;              ///< index of the defining launch (-1 for inputs)
   int last_use = -1;         ///< last launch reading it or a view of it
@@ -86,8 +99,18 @@ public:
   /// offset that stay inside the buffer). On mismatch, returns {} and sets
   /// `*error` (e.g. "input 1: expected float32 [4, 8], got float32 [8, 4]").
   std::vector<TensorView> run(const std::vector<TensorView> &inputs, std::string *error = nullptr) const override;
+  /// run() with the donating plan: the caller gives up the memory of every
+  /// input added with `donatable`. Each must be contiguous at offset 0 of a
+  /// buffer holding at least its type's bytes, and `inputs` must hold the
+  /// only reference to that buffer (use_count 1: a tensor still held
+  /// elsewhere is never overwritten); otherwise (checked) the plain plan
+  /// runs instead, so the result is the same either way.
+  std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs,
+                                       std::string *error = nullptr) const override;
   /// Bytes of the per-run arena (the sum of the plan's peak, 64-byte aligned).
   int64_t arena_bytes() const override { return arena_bytes_; }
+  /// Bytes of the arena under the donating plan (<= arena_bytes()).
+  int64_t donating_arena_bytes() const override { return donating_arena_bytes_; }
   /// Kernel + GEMM + copy launches per run (views are free and not counted;
   /// a reshape that must copy at run time is counted as one launch).
   int num_launches() const override;
@@ -108,6 +131,10 @@ public:
   int64_t unplanned_bytes() const;
   const std::vector<SlotType> &slot_types() const { return types_; }
   const std::vector<SlotPlan> &slot_plans() const { return plans_; }
+  /// Whether input `i` (argument order) was added donatable.
+  bool input_donatable(size_t i) const { return i < donatable_.size() && donatable_[i]; }
+  /// The plan run_donating() uses (same storage classes; pools may be donated inputs).
+  const std::vector<SlotPlan> &donating_slot_plans() const { return donating_plans_; }
   /// A human-readable listing of launches and the plan, one line each.
   std::string describe() const;
 
@@ -116,14 +143,19 @@ public:
 private:
   LaunchExecutable() = default;
   bool bindInputs(const std::vector<TensorView> &inputs, std::vector<TensorView> &values, std::string *error) const;
+  std::vector<TensorView> runWith(const std::vector<TensorView> &inputs, const std::vector<SlotPlan> &plans,
+                                  int64_t arena_bytes, std::string *error) const;
 
   std::vector<SlotType> types_;
   std::vector<SlotPlan> plans_;
+  std::vector<SlotPlan> donating_plans_;
+  std::vector<bool> donatable_; ///< per input (argument order)
   std::vector<std::shared_ptr<const Launch>> launches_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
   std::vector<std::pair<int, std::shared_ptr<Buffer>>> constants_; ///< slot, data
   int64_t arena_bytes_ = 0;
+  int64_t donating_arena_bytes_ = 0;
   std::shared_ptr<const void> keep_alive_;
 };
 
@@ -141,7 +173,10 @@ public:
   /// input as is and copies any other (transposed, expanded, sliced) into a
   /// contiguous buffer first, so every slot's strides are known here and
   /// kernels can be specialized on them.
-  int addInput(std::vector<int64_t> sizes, DType dtype);
+  /// `donatable`: run_donating() may reuse the input's buffer for
+  /// intermediates after the input's last use (e.g. a compiled backward's
+  /// saved activations, which nothing reads after it).
+  int addInput(std::vector<int64_t> sizes, DType dtype, bool donatable = false);
   /// A JIT kernel in MLIR's packed convention: its flattened argument list is
   /// one memref descriptor per operand (the operand's strided view), then
   /// one per result (a fresh contiguous tensor of `results[i]`). Each
