@@ -269,7 +269,9 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
   }
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(entry);
-  RecomputeCloner cloner{split.recomputed, mapping, {}, {}, 0, recomputeDistance_, recomputeMinBytes_};
+  RecomputeCloner cloner{split.recomputed, mapping};
+  cloner.farOps = recomputeDistance_;
+  cloner.minBytes = recomputeMinBytes_;
   for (mlir::Operation &op : body.without_terminator())
     if (split.backward.contains(&op) && !split.recomputed.contains(&op))
       cloneWithRecomputedOperands(builder, &op, cloner);
