@@ -138,6 +138,7 @@ static void cloneInOrder(mlir::OpBuilder &builder, mlir::Block &body, const OpSe
 /// Clones recomputed ops into @backward in use order (see
 /// cloneWithRecomputedOperands).
 struct RecomputeCloner {
+  RecomputeCloner(const OpSet &recomputed, mlir::IRMapping &mapping) : recomputed(recomputed), mapping(mapping) {}
   const OpSet &recomputed;
   mlir::IRMapping &mapping;
   /// Recomputed op -> the value of `emitted` when it was last cloned.
@@ -269,7 +270,7 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
   }
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(entry);
-  RecomputeCloner cloner{split.recomputed, mapping};
+  RecomputeCloner cloner(split.recomputed, mapping);
   cloner.farOps = recomputeDistance_;
   cloner.minBytes = recomputeMinBytes_;
   for (mlir::Operation &op : body.without_terminator())
