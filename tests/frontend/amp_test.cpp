@@ -14,6 +14,7 @@
 #include "kiln/amp.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/Gemm.h"
+#include "bad_cases.h"
 
 namespace kiln {
 namespace {
@@ -623,11 +624,7 @@ TEST(GradScaler, Bf16GradientsAreUnscaledInFloat) {
 
 // ---- bad input -----------------------------------------------------------------------------
 
-struct BadCase {
-  const char *name;
-  std::function<void()> call;
-  std::vector<std::string> expect;  // substrings of the message
-};
+using test_support::BadCase;
 
 TEST(AmpBadInput, EveryCaseThrowsKilnErrorNamingTheProblem) {
   auto sgd = [] {
@@ -722,18 +719,7 @@ TEST(AmpBadInput, EveryCaseThrowsKilnErrorNamingTheProblem) {
          amp::GradScaler().load_state_dict(sd);
        }, {"load_state_dict", "_growth_tracker", "1.5"}},
   };
-  for (const BadCase &c : cases) {
-    try {
-      c.call();
-      ADD_FAILURE() << c.name << ": no exception";
-    } catch (const Error &e) {
-      std::string msg = e.what();
-      for (const std::string &s : c.expect)
-        EXPECT_NE(msg.find(s), std::string::npos) << c.name << ": message '" << msg << "' lacks '" << s << "'";
-    } catch (const std::exception &e) {
-      ADD_FAILURE() << c.name << ": threw a non-kiln exception: " << e.what();
-    }
-  }
+  test_support::expect_kiln_errors(cases);
   // A failed load changes nothing.
   amp::GradScaler s(amp::GradScalerOptions().init_scale(8.0));
   auto sd = s.state_dict();

@@ -11,6 +11,8 @@
 #include "kiln/kiln.h"
 #include "kiln/nn.h"
 
+#include "bad_cases.h"
+
 namespace kiln {
 namespace {
 
@@ -396,11 +398,7 @@ TEST(Init, WorksOnParametersAndFloat64) {
 
 // ---- bad arguments and inputs ----------------------------------------------------------------
 
-struct BadCase {
-  const char *name;
-  std::function<void()> call;
-  std::vector<std::string> expect;  // substrings of the message
-};
+using test_support::BadCase;
 
 std::vector<BadCase> bad_cases() {
   using namespace nn;
@@ -455,16 +453,7 @@ std::vector<BadCase> bad_cases() {
 }
 
 TEST(ModulesBadInput, ThrowsNamingModuleAndValue) {
-  for (auto &c : bad_cases()) {
-    SCOPED_TRACE(c.name);
-    try {
-      c.call();
-      ADD_FAILURE() << c.name << ": no exception";
-    } catch (const Error &e) {
-      const std::string msg = e.what();
-      for (auto &s : c.expect) EXPECT_NE(msg.find(s), std::string::npos) << c.name << ": '" << s << "' not in: " << msg;
-    }
-  }
+  test_support::expect_kiln_errors(bad_cases());
 }
 
 }  // namespace
