@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -20,9 +19,7 @@
 #include "GraphTestUtils.h"
 
 using namespace kiln;
-using kiln::ir::ElementType;
 using kiln::ir::OpKind;
-using runtime::TensorView;
 namespace fs = std::filesystem;
 
 namespace {
@@ -55,65 +52,22 @@ private:
 /// y = exp(x * w - x) (one elementwise kernel) and s = sum(y * w, 1) (a
 /// reduction kernel), [R, 7]; `sub` swaps the first op to give other IR.
 ir::Graph makeGraph(int64_t rows = 5, bool sub = false, int64_t cols = 7) {
-  ir::Graph g;
-  auto input = [&](Shape s) {
-    int v = g.addValue(std::move(s), ElementType::F32);
-    g.inputs.push_back(v);
-    g.input_roles.push_back(ir::InputRole::Primal);
-    return v;
-  };
-  auto node = [&](OpKind kind, std::vector<int> operands, Shape shape, std::vector<int64_t> ints = {}) {
-    ir::Node n;
-    n.kind = kind;
-    n.operands = std::move(operands);
-    n.result = g.addValue(std::move(shape), ElementType::F32);
-    n.ints = std::move(ints);
-    g.nodes.push_back(n);
-    return n.result;
-  };
+  codegen_test::GraphMaker m;
   const Shape shape = {rows, cols};
-  int x = input(shape), w = input(shape);
-  int y = node(OpKind::Exp, {node(OpKind::Sub, {node(sub ? OpKind::Add : OpKind::Mul, {x, w}, shape), x}, shape)}, shape);
-  int s = node(OpKind::ReduceSum, {node(OpKind::Mul, {y, w}, shape)}, {rows}, {1});
-  g.outputs = {y, s};
-  g.num_forward_outputs = 2;
-  return g;
-}
-
-std::vector<float> values(int64_t n, int seed) {
-  std::vector<float> v(n);
-  uint32_t s = 4242u + 131u * static_cast<uint32_t>(seed);
-  for (auto &x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>((s >> 8) % 2000) / 1000.0f - 1.0f + 0.0005f;
-  }
-  return v;
-}
-
-TensorView f32(Shape shape, const std::vector<float> &data) {
-  TensorView v;
-  v.buffer = runtime::Buffer::make(data.size() * sizeof(float));
-  std::memcpy(v.buffer->data(), data.data(), data.size() * sizeof(float));
-  v.sizes = std::move(shape);
-  v.strides = runtime::contiguous_strides(v.sizes);
-  v.dtype = kFloat32;
-  return v;
-}
-
-std::vector<float> contiguous(const TensorView &v) {
-  const float *p = static_cast<const float *>(v.buffer->data()) + v.offset;
-  return std::vector<float>(p, p + v.numel());
+  int x = m.input(shape), w = m.input(shape);
+  int y = m.same(OpKind::Exp, {m.same(OpKind::Sub, {m.same(sub ? OpKind::Add : OpKind::Mul, {x, w}), x})});
+  int s = m.reduce(OpKind::ReduceSum, m.same(OpKind::Mul, {y, w}), {1}, {rows});
+  return m.done({y, s});
 }
 
 /// Runs a compiled makeGraph(rows) and checks both outputs against C++.
 void checkRuns(const codegen::CompiledGraph &compiled, int64_t rows = 5, int64_t cols = 7) {
   ASSERT_TRUE(compiled.forward);
-  std::vector<float> xs = values(rows * cols, 1), ws = values(rows * cols, 2);
-  std::string error;
-  auto out = compiled.forward->run({f32({rows, cols}, xs), f32({rows, cols}, ws)}, &error);
-  ASSERT_TRUE(error.empty()) << error;
+  using codegen_test::f32;
+  std::vector<float> xs = codegen_test::values(rows * cols, 1), ws = codegen_test::values(rows * cols, 2);
+  auto out = codegen_test::runOk(*compiled.forward, {f32({rows, cols}, xs), f32({rows, cols}, ws)});
   ASSERT_EQ(out.size(), 2u);
-  std::vector<float> y = contiguous(out[0]), s = contiguous(out[1]);
+  std::vector<float> y = codegen_test::read<float>(out[0]), s = codegen_test::read<float>(out[1]);
   ASSERT_EQ(y.size(), static_cast<size_t>(rows * cols));
   ASSERT_EQ(s.size(), static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
