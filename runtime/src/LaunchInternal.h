@@ -1,0 +1,41 @@
+// LaunchInternal.h - what LaunchExecutable.cpp (building, the memory plan)
+// and LaunchRun.cpp (run()) share; not installed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/LaunchExecutable.h"
+
+namespace kiln::runtime {
+
+struct LaunchExecutable::Launch {
+  LaunchKind kind = LaunchKind::Kernel;
+  std::string name;          ///< kernel symbol (Kernel only)
+  PackedKernel fn = nullptr; ///< Kernel only
+  std::vector<int> operands;
+  std::vector<int> results;
+  std::vector<int64_t> attr; ///< permutation (Transpose) or target sizes
+  bool split_rows = false;   ///< Kernel only: may run on slices of dim 0 (addKernel)
+};
+
+namespace detail {
+
+inline int64_t numel_of(const std::vector<int64_t> &sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+inline int64_t nbytes_of(const SlotType &t) { return numel_of(t.sizes) * static_cast<int64_t>(itemsize(t.dtype)); }
+
+/// "[2, 3]": sizes or strides for messages.
+std::string join(const std::vector<int64_t> &v);
+
+/// "kernel", "gemm", ... (describe() and profiler events).
+const char *kind_name(LaunchKind k);
+
+} // namespace detail
+} // namespace kiln::runtime
