@@ -108,6 +108,11 @@ struct KernelGeneralization {
   std::vector<int> scalarConstants;
 };
 
+/// The generalization of a row-split kernel (isRowSplittable): dim 0 of
+/// every operand, result and body value is size class 0, read from the first
+/// argument; nothing else is dynamic.
+KernelGeneralization rowSplitGeneralization(kiln::ir::FusionOp fusion);
+
 /// Compares `fusion` with `reference` (the same kernel of the graph at
 /// another size). Fails with `*why` if they differ in anything but sizes and
 /// float constants, or a dynamic size inside the body is not the size of any
