@@ -190,6 +190,22 @@ struct FuseElementwisePass : public PassWrapper<FuseElementwisePass, OperationPa
   }
 };
 
+/// The ops of `top` that `from` depends on, transitively: producers of its
+/// operands and of values its nested ops use (not `from` itself).
+llvm::DenseSet<Operation *> producersIn(Block &top, Operation *from) {
+  llvm::DenseSet<Operation *> found;
+  SmallVector<Operation *> pending = {from};
+  while (!pending.empty()) {
+    pending.pop_back_val()->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && def->getBlock() == &top && def != from && found.insert(def).second)
+          pending.push_back(def);
+    });
+  }
+  return found;
+}
+
 /// Bytes of one row tile of one tensor that the tiling aims for: a few
 /// tensors' tiles (input, output, per-row temporaries) stay in a 48 KiB L1.
 constexpr int64_t kRowTileBytes = 8 * 1024;
@@ -253,22 +269,14 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
 
     // The ops the root reads through (its producer cone): their values need
     // no replacement outside the loop unless something else uses them.
-    llvm::DenseSet<Operation *> cone;
-    SmallVector<Operation *> worklist = {root};
-    while (!worklist.empty()) {
-      Operation *op = worklist.pop_back_val();
-      if (!cone.insert(op).second)
-        continue;
-      for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp(); def && def->getBlock() == root->getBlock())
-          worklist.push_back(def);
-    }
+    Block &top = func.getBody().front();
+    llvm::DenseSet<Operation *> cone = producersIn(top, root);
+    cone.insert(root);
     IRRewriter rewriter(func.getContext());
     scf::SCFTilingOptions tiling;
     tiling.setTileSizes(getAsIndexOpFoldResult(func.getContext(), sizes));
     scf::SCFTileAndFuseOptions options;
     options.setTilingOptions(tiling);
-    Block &top = func.getBody().front();
     options.setFusionControlFn([&](tensor::ExtractSliceOp, OpResult producer, bool isDestination) {
       // Users inside the loop nest are the slices being fused; a tensor.dim
       // is a shape query, not a use of the data (it is resolved to an
@@ -288,17 +296,7 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
     // original value (computed before the loop), and so do the ops that
     // value needs.
     Operation *outer = tiled->loops.front().getOperation();
-    llvm::DenseSet<Operation *> needed;
-    SmallVector<Operation *> pending = {outer};
-    while (!pending.empty()) {
-      Operation *op = pending.pop_back_val();
-      op->walk([&](Operation *nested) {
-        for (Value operand : nested->getOperands())
-          if (Operation *def = operand.getDefiningOp();
-              def && def->getBlock() == &top && def != outer && needed.insert(def).second)
-            pending.push_back(def);
-      });
-    }
+    llvm::DenseSet<Operation *> needed = producersIn(top, outer);
     for (auto [original, replacement] : tiled->replacements)
       rewriter.replaceUsesWithIf(original, replacement, [&](OpOperand &use) {
         Operation *user = top.findAncestorOpInBlock(*use.getOwner());
