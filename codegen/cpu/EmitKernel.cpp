@@ -109,6 +109,22 @@ public:
     return RankedTensorType::get(type.getShape().take_front(rows->rows), type.getElementType());
   }
 
+  /// A linalg.generic over `resultType` whose element is `tensor` read
+  /// through `read` (a map from the result's loops to `tensor`'s dims);
+  /// `dynamic`: the sizes of `resultType`'s dynamic dims.
+  Value readThrough(Value tensor, RankedTensorType resultType, AffineMap read, ValueRange dynamic) {
+    const int64_t rank = resultType.getRank();
+    SmallVector<AffineMap> maps = {read, AffineMap::getMultiDimIdentityMap(rank, b.getContext())};
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType(), dynamic);
+    return b
+        .create<linalg::GenericOp>(loc, TypeRange{resultType}, ValueRange{tensor}, ValueRange{init}, maps, iterators,
+                                   [](OpBuilder &nb, Location nl, ValueRange args) {
+                                     nb.create<linalg::YieldOp>(nl, args[0]);
+                                   })
+        .getResult(0);
+  }
+
   /// The row-shaped kernel argument `tensor` ([R, 1], emitted type `to`
   /// [R]) read through the map (r) -> (r, 0).
   Value dropUnitDims(Value tensor, RankedTensorType to) {
@@ -120,21 +136,13 @@ public:
     SmallVector<AffineExpr> exprs;
     for (int64_t d = 0; d < from.getRank(); ++d)
       exprs.push_back(d < rank ? getAffineDimExpr(d, ctx) : getAffineConstantExpr(0, ctx));
-    SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx), AffineMap::getMultiDimIdentityMap(rank, ctx)};
-    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-    Value init = b.create<tensor::EmptyOp>(loc, to.getShape(), to.getElementType(), dynamicSizesOf(to, tensor));
-    return b
-        .create<linalg::GenericOp>(loc, TypeRange{to}, ValueRange{tensor}, ValueRange{init}, maps, iterators,
-                                   [](OpBuilder &nb, Location nl, ValueRange args) {
-                                     nb.create<linalg::YieldOp>(nl, args[0]);
-                                   })
-        .getResult(0);
+    return readThrough(tensor, to, AffineMap::get(rank, 0, exprs, ctx), dynamicSizesOf(to, tensor));
   }
 
   /// `tensor` over the leading dims of `resultType` read as (d0, ..) ->
   /// (d0, .. d_{rank(tensor)-1}): a row broadcast ([R] -> [R, C]) or the
   /// unit dims of a row-shaped result ([R] -> [R, 1]). `sizes`: the
-  /// dynamic sizes of `resultType`.
+  /// dynamic sizes of `resultType` (default: those of `tensor`'s dims).
   Value broadcastRows(Value tensor, RankedTensorType resultType, ValueRange sizes) {
     MLIRContext *ctx = b.getContext();
     const int64_t rank = resultType.getRank();
@@ -142,20 +150,12 @@ public:
     SmallVector<AffineExpr> exprs;
     for (int64_t d = 0; d < inRank; ++d)
       exprs.push_back(getAffineDimExpr(d, ctx));
-    SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, exprs, ctx), AffineMap::getMultiDimIdentityMap(rank, ctx)};
-    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
     SmallVector<Value> dynamic(sizes.begin(), sizes.end());
     if (dynamic.empty())
       for (int64_t d = 0; d < std::min(rank, inRank); ++d)
         if (resultType.isDynamicDim(d))
           dynamic.push_back(b.create<tensor::DimOp>(loc, tensor, d));
-    Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType(), dynamic);
-    return b
-        .create<linalg::GenericOp>(loc, TypeRange{resultType}, ValueRange{tensor}, ValueRange{init}, maps, iterators,
-                                   [](OpBuilder &nb, Location nl, ValueRange args) {
-                                     nb.create<linalg::YieldOp>(nl, args[0]);
-                                   })
-        .getResult(0);
+    return readThrough(tensor, resultType, AffineMap::get(rank, 0, exprs, ctx), dynamic);
   }
 
   /// The sizes of `like`'s dynamic dims that `type` also has dynamic
