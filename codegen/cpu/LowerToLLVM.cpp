@@ -4,7 +4,8 @@
 // and empty-tensor elimination so results are computed in place):
 //   math polynomial approximation (exp, log: vectorizable arith)
 //   kiln-fuse-elementwise (linalg's elementwise fusion patterns, Kiln's
-//   control), canonicalize, cse
+//   control; elementwise kernels then merged into one multi-result
+//   generic), canonicalize, cse
 //   kiln-tile-rows (row fusions: one loop over row tiles), canonicalize, cse
 //   eliminate-empty-tensors, one-shot-bufferize, kiln-hoist-tile-buffers,
 //   buffer-deallocation-pipeline
@@ -51,6 +52,7 @@
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -136,6 +138,124 @@ bool isCheap(linalg::GenericOp generic) {
   });
 }
 
+/// An ordinary kernel whose linalg ops are all elementwise generics over
+/// one iteration space (all loops parallel, equal loop ranges; each value
+/// passed between them written and read through identity maps) becomes one
+/// generic with a result per value the kernel stores: every element's whole
+/// chain is computed in registers. linalg's producer-consumer fusion keeps a
+/// producer with several consumers as its own loop and a full-size
+/// temporary (a GELU recomputed next to its derivative reads exp(...) three
+/// times: ten [N, 4d] temporaries and 16x the time); here a value with
+/// several consumers is computed once per element and used by all of them.
+/// Returns false (and changes nothing) when the kernel is not of that form.
+bool mergeElementwise(func::FuncOp func) {
+  Block &block = func.getBody().front();
+  SmallVector<linalg::GenericOp> generics;
+  for (Operation &op : block) {
+    if (auto generic = dyn_cast<linalg::GenericOp>(op))
+      generics.push_back(generic);
+    else if (isa<linalg::LinalgOp>(op))
+      return false;
+  }
+  if (generics.size() < 2)
+    return false;
+  const unsigned loops = generics.front().getNumLoops();
+  const SmallVector<int64_t> ranges = generics.front().getStaticLoopRanges();
+  llvm::DenseSet<Operation *> inSet;
+  for (linalg::GenericOp generic : generics)
+    inSet.insert(generic);
+  for (linalg::GenericOp generic : generics) {
+    if (generic.getNumLoops() != loops || generic.getNumReductionLoops() != 0 ||
+        generic.getStaticLoopRanges() != ranges)
+      return false;
+    for (OpOperand &init : generic.getDpsInitsMutable())
+      if (!generic.getMatchingIndexingMap(&init).isIdentity() || !generic.getMatchingBlockArgument(&init).use_empty())
+        return false;
+    for (OpOperand *input : generic.getDpsInputOperands())
+      if (inSet.contains(input->get().getDefiningOp()) && !generic.getMatchingIndexingMap(input).isIdentity())
+        return false;
+    // The merged op is placed after the last generic: results may only be
+    // stored or returned outside the set (anything else could feed back).
+    for (Operation *user : generic->getUsers())
+      if (!inSet.contains(user) && !isa<bufferization::MaterializeInDestinationOp, func::ReturnOp>(user))
+        return false;
+  }
+
+  // Inputs from outside the set (deduplicated with their maps) and the
+  // results stored outside it.
+  SmallVector<Value> inputs, inits;
+  SmallVector<AffineMap> maps;
+  llvm::DenseMap<std::pair<Value, AffineMap>, unsigned> inputIndex;
+  SmallVector<OpResult> stored;
+  for (linalg::GenericOp generic : generics) {
+    for (OpOperand *input : generic.getDpsInputOperands()) {
+      if (inSet.contains(input->get().getDefiningOp()))
+        continue;
+      auto key = std::make_pair(input->get(), generic.getMatchingIndexingMap(input));
+      if (inputIndex.try_emplace(key, inputs.size()).second) {
+        inputs.push_back(key.first);
+        maps.push_back(key.second);
+      }
+    }
+    for (OpResult result : generic->getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) { return !inSet.contains(user); })) {
+        stored.push_back(result);
+        inits.push_back(generic.getDpsInitOperand(result.getResultNumber())->get());
+        maps.push_back(generic.getIndexingMapMatchingResult(result));
+      }
+  }
+  if (stored.empty())
+    return false;
+
+  SmallVector<Type> resultTypes;
+  for (OpResult result : stored)
+    resultTypes.push_back(result.getType());
+  OpBuilder builder(generics.back());
+  builder.setInsertionPointAfter(generics.back());
+  SmallVector<utils::IteratorType> iterators(loops, utils::IteratorType::parallel);
+  auto merged = builder.create<linalg::GenericOp>(
+      generics.back().getLoc(), resultTypes, inputs, inits, maps, iterators,
+      [&](OpBuilder &body, Location loc, ValueRange args) {
+        llvm::DenseMap<Value, Value> scalar; // a set result -> its element in the merged body
+        for (linalg::GenericOp generic : generics) {
+          IRMapping mapping;
+          for (OpOperand *input : generic.getDpsInputOperands()) {
+            Value element = inSet.contains(input->get().getDefiningOp())
+                                ? scalar.lookup(input->get())
+                                : args[inputIndex.lookup({input->get(), generic.getMatchingIndexingMap(input)})];
+            mapping.map(generic.getMatchingBlockArgument(input), element);
+          }
+          Block &original = generic.getRegion().front();
+          for (Operation &op : original.without_terminator())
+            body.clone(op, mapping);
+          for (OpResult result : generic->getResults())
+            scalar[result] = mapping.lookupOrDefault(original.getTerminator()->getOperand(result.getResultNumber()));
+        }
+        SmallVector<Value> yielded;
+        for (OpResult result : stored)
+          yielded.push_back(scalar.lookup(result));
+        body.create<linalg::YieldOp>(loc, yielded);
+      });
+  for (auto [index, result] : llvm::enumerate(stored))
+    result.replaceUsesWithIf(merged.getResult(index),
+                             [&](OpOperand &use) { return !inSet.contains(use.getOwner()); });
+  for (linalg::GenericOp generic : llvm::reverse(generics))
+    generic->erase();
+  // A result stored before the last generic is now stored after the merged
+  // op (stores keep their order; their destinations are kernel arguments).
+  Operation *last = merged;
+  SmallVector<Operation *> stores;
+  for (Operation &op : block)
+    if (isa<bufferization::MaterializeInDestinationOp>(op) && op.isBeforeInBlock(merged) &&
+        op.getOperand(0).getDefiningOp() == merged)
+      stores.push_back(&op);
+  for (Operation *store : stores) {
+    store->moveAfter(last);
+    last = store;
+  }
+  return true;
+}
+
 /// MLIR's linalg-fuse-elementwise-ops patterns (producer generics into
 /// consumer generics, reshapes folded by expansion, constant folding) with
 /// Kiln's control function. Ordinary kernels: a producer with one use is
@@ -145,7 +265,8 @@ bool isCheap(linalg::GenericOp generic) {
 /// if it is a copy, so sqrt(var + eps) stays one per row; a producer read
 /// elementwise is fused if it has one use or is cheap (then recomputed in
 /// each consumer: x - mean in the variance and in the output, so no [R, C]
-/// temporary is left).
+/// temporary is left). Ordinary kernels are then merged into one generic
+/// where they are elementwise (mergeElementwise).
 struct FuseElementwisePass : public PassWrapper<FuseElementwisePass, OperationPass<func::FuncOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseElementwisePass)
   StringRef getArgument() const final { return "kiln-fuse-elementwise"; }
@@ -187,6 +308,8 @@ struct FuseElementwisePass : public PassWrapper<FuseElementwisePass, OperationPa
     GreedyRewriteConfig config;
     config.useTopDownTraversal = true;
     (void)applyPatternsAndFoldGreedily(func, std::move(patterns), config);
+    if (!rowKernel)
+      mergeElementwise(func);
   }
 };
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "kiln/codegen/Compiler.h"
@@ -302,4 +304,61 @@ TEST(codegen_FusionRules, ColumnSumIsNotRowSplit) {
     for (int j = 0; j < 4; ++j)
       want[j] += std::exp(xs[i * 4 + j]);
   expectNear(read<float>(res[0]), want);
+}
+
+TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
+  // e = exp(x) feeds three ops and both results (the shape of a GELU
+  // recomputed next to its derivative): the kernel's elementwise ops become
+  // ONE linalg.generic with two results after kiln-fuse-elementwise (no
+  // full-size temporary per multi-use value), and the values still equal
+  // the closed form.
+  const int64_t N = 64, C = 48;
+  GraphMaker m;
+  int x = m.input({N, C});
+  int e = m.same(OpKind::Exp, {x});
+  int a = m.same(OpKind::Add, {e, m.constant({N, C}, 1.0)});
+  int b = m.same(OpKind::Mul, {e, x});
+  int c = m.same(OpKind::Div, {m.same(OpKind::Mul, {e, b}), a});
+  const std::string dir = ::testing::TempDir() + "kiln_merge_elementwise";
+  std::filesystem::remove_all(dir);
+  codegen::CompileOptions options;
+  options.dump_ir_dir = dir;
+  options.kernel_cache_dir = std::string(); // compile here, so the passes are dumped
+  codegen::CompiledGraph compiled;
+  std::string error;
+  ASSERT_TRUE(codegen::compileGraph(m.done({b, c}), options, &compiled, &error)) << error;
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  std::vector<float> xs = values(N * C, 5);
+  auto res = runOk(*compiled.forward, {f32({N, C}, xs)});
+  ASSERT_EQ(res.size(), 2u);
+  std::vector<float> wb(N * C), wc(N * C);
+  for (int64_t i = 0; i < N * C; ++i) {
+    const float ex = std::exp(xs[i]);
+    wb[i] = ex * xs[i];
+    wc[i] = ex * wb[i] / (ex + 1.0f);
+  }
+  expectNear(read<float>(res[0]), wb);
+  expectNear(read<float>(res[1]), wc);
+
+  // The first dump after kiln-fuse-elementwise (the only kernel's).
+  std::ifstream log(dir + "/codegen-passes.mlir");
+  ASSERT_TRUE(log) << "no " << dir << "/codegen-passes.mlir";
+  std::string line, kernel;
+  bool inFused = false;
+  while (std::getline(log, line)) {
+    if (line.rfind("// -----// IR Dump After", 0) == 0) {
+      if (inFused)
+        break;
+      inFused = line.find("(kiln-fuse-elementwise)") != std::string::npos;
+    } else if (inFused) {
+      kernel += line + "\n";
+    }
+  }
+  ASSERT_FALSE(kernel.empty());
+  size_t generics = 0;
+  for (size_t at = kernel.find("linalg.generic"); at != std::string::npos; at = kernel.find("linalg.generic", at + 1))
+    ++generics;
+  EXPECT_EQ(generics, 1u) << kernel;
+  std::filesystem::remove_all(dir);
 }
