@@ -286,7 +286,8 @@ bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGrap
       *why = "no kernel emitted for " + fusion.getKernel().str();
       return cpu::KernelBinding{};
     }
-    return cpu::KernelBinding{library->lookup(it->second, why), {}, {}, cpu::isRowSplittable(fusion)};
+    return cpu::KernelBinding{library->lookup(it->second, why), {}, {}, cpu::isRowSplittable(fusion),
+                              cpu::inPlacePairs(fusion)};
   };
   result.forward = cpu::buildExecutable(forward, bind, library, &message);
   if (!result.forward)

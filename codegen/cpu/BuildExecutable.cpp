@@ -273,7 +273,7 @@ private:
     std::vector<std::vector<int64_t>> expected = binding.strides.empty() ? operandStrides(fusion) : binding.strides;
     expected.resize(operands.size());
     std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results),
-                                             expected, binding.splitRows);
+                                             expected, binding.splitRows, binding.inPlace);
     if (out.size() != fusion.getNumResults())
       return fail(fusion, builder.error());
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
@@ -306,7 +306,8 @@ std::vector<std::vector<int64_t>> operandStrides(ir::FusionOp fusion) {
 std::shared_ptr<runtime::LaunchExecutable>
 buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
   KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
-    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}, {}, isRowSplittable(fusion)};
+    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}, {}, isRowSplittable(fusion),
+                         inPlacePairs(fusion)};
   };
   return buildExecutable(func, byName, library, error);
 }

@@ -64,6 +64,18 @@ mlir::FailureOr<DType> dtypeOf(mlir::Type elementType);
 /// dim 0 on several threads (LaunchExecutable, `split_rows`).
 mlir::LogicalResult emitKernel(kiln::ir::FusionOp fusion, mlir::ModuleOp kernels, llvm::StringRef name = {});
 
+/// The operands whose memory results of `fusion`'s kernel may take over
+/// (runtime::InPlace, LaunchExecutable's memory plan). Only an elementwise
+/// kernel (no reduction, no row fusion) has them: for each result in order,
+/// the first operand not yet paired that has the result's type (shape and
+/// dtype), is row-major, and dies here — its buffer (through views) is
+/// produced in this function (or is a `saved` argument, which backward
+/// donates), is not returned, and is read by no later op and by no other
+/// operand of this fusion. emitKernel tags such a kernel `kiln.in_place =
+/// [operand argument, result argument, ...]`, and the lowering gives it a
+/// branch for equal addresses (LowerToLLVM.cpp, kiln-in-place-branch).
+std::vector<runtime::InPlace> inPlacePairs(kiln::ir::FusionOp fusion);
+
 /// True if dim 0 of `fusion` is one parallel loop shared by every operand,
 /// result and body value: all are ranked with the same dim-0 size N >= 2
 /// (an operand broadcast along dim 0 is a stride-0 view of that size) and
@@ -219,6 +231,8 @@ struct KernelBinding {
   std::vector<std::vector<int64_t>> strides;
   /// The kernel was emitted row-split (emitKernel + isRowSplittable).
   bool splitRows = false;
+  /// The kernel may run with results over operands (inPlacePairs).
+  std::vector<runtime::InPlace> inPlace;
 };
 using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
 

@@ -74,10 +74,18 @@ struct Pool {
 
 /// Assigns `slots` (sorted biggest first) to pools or the arena (see the
 /// header: greedy by size, best fit) and returns the arena's bytes.
-int64_t place_slots(std::vector<SlotPlan> &plans, const std::vector<int> &slots, const std::vector<Pool> &pools) {
+/// `preplaced`: slots already at offset 0 of pool i (slot, i), outside the
+/// pool's window (a result written over a donated input at its last read).
+int64_t place_slots(std::vector<SlotPlan> &plans, const std::vector<int> &slots, const std::vector<Pool> &pools,
+                    const std::vector<std::pair<int, int>> &preplaced = {}) {
   auto aligned = [](int64_t n) { return align_up(std::max<int64_t>(n, 1), kArenaAlignment); };
   // Placed slots per memory: index 0 the arena, 1 + i pool i.
   std::vector<std::vector<int>> placed(pools.size() + 1);
+  for (auto [slot, pool] : preplaced) {
+    plans[slot].pool = pools[pool].owner;
+    plans[slot].arena_offset = 0;
+    placed[pool + 1].push_back(slot);
+  }
   int64_t arena = 0;
   // The smallest gap of `memory` (capacity `limit`, or unbounded) holding
   // slot p, among placed slots overlapping p in time: {offset, gap} or {-1, _}.
@@ -245,7 +253,7 @@ int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype,
 std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
                                                       std::vector<SlotType> results,
                                                       const std::vector<std::vector<int64_t>> &operand_strides,
-                                                      bool split_rows) {
+                                                      bool split_rows, std::vector<InPlace> in_place) {
   for (int o : operands)
     if (!checkSlot(o, name.c_str()))
       return {};
@@ -273,6 +281,19 @@ std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKe
   launch->name = name;
   launch->fn = fn;
   launch->split_rows = split_rows;
+  for (const InPlace &pair : in_place) {
+    bool repeated = false;
+    for (const InPlace &other : in_place)
+      repeated |= &other != &pair && (other.operand == pair.operand || other.result == pair.result);
+    if (pair.operand < 0 || pair.operand >= static_cast<int>(operands.size()) || pair.result < 0 ||
+        pair.result >= static_cast<int>(results.size()) || repeated) {
+      fail("kernel " + name + ": in-place pair (operand " + std::to_string(pair.operand) + ", result " +
+           std::to_string(pair.result) + ") is out of range for " + std::to_string(operands.size()) +
+           " operands and " + std::to_string(results.size()) + " results, or repeats one of them");
+      return {};
+    }
+  }
+  launch->in_place = std::move(in_place);
   launch->operands = std::move(operands);
   exe_->launches_.push_back(launch);
   for (SlotType &t : results) {
@@ -518,30 +539,110 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
       arena_slots.push_back(s);
   }
 
-  // Greedy by size: biggest first, each into the smallest gap among the
-  // already-placed slots whose live ranges overlap its own, in a pool when
-  // one can hold it, else in the arena.
-  std::stable_sort(arena_slots.begin(), arena_slots.end(), [&](int a, int b) {
-    if (plans[a].nbytes != plans[b].nbytes)
-      return plans[a].nbytes > plans[b].nbytes;
-    return plans[a].def < plans[b].def;
-  });
   // Pools lent by results: an Owned slot's buffer (allocated when the run
   // starts) is free before the launch that writes it.
   std::vector<Pool> pools;
   for (int s = 0; s < num_slots; ++s)
     if (plans[s].storage == SlotStorage::Owned && plans[s].nbytes > 0)
       pools.push_back(Pool{s, plans[s].nbytes, std::numeric_limits<int>::min(), plans[s].def - 1});
-  exe.arena_bytes_ = place_slots(plans, arena_slots, pools);
-  // The donating plan adds the donatable inputs' buffers after their last
-  // use (not those a result aliases: they outlive the run).
-  exe.donating_plans_ = plans;
+  // The donating plan also has the donatable inputs' buffers after their
+  // last use (not those a result aliases: they outlive the run).
+  std::vector<Pool> donating_pools = pools;
+  std::vector<int> donated_pool(num_slots, -1); // input slot -> its index in donating_pools
   for (size_t i = 0; i < exe.inputs_.size(); ++i) {
     const int s = exe.inputs_[i];
-    if (exe.donatable_[i] && !plans[s].escapes && nbytes_of(exe.types_[s]) > 0)
-      pools.push_back(Pool{s, nbytes_of(exe.types_[s]), plans[s].last_use + 1, std::numeric_limits<int>::max()});
+    if (exe.donatable_[i] && !plans[s].escapes && nbytes_of(exe.types_[s]) > 0) {
+      donated_pool[s] = static_cast<int>(donating_pools.size());
+      donating_pools.push_back(Pool{s, nbytes_of(exe.types_[s]), plans[s].last_use + 1, std::numeric_limits<int>::max()});
+    }
   }
-  exe.donating_arena_bytes_ = place_slots(exe.donating_plans_, arena_slots, pools);
+
+  // In place: a result takes over its operand's memory when the operand
+  // (through row-major views of the same bytes) dies at that launch.
+  // `into[r]`: the slot whose placement result r shares (-1: its own).
+  std::vector<int> into(num_slots, -1), donating_into(num_slots, -1);
+  std::vector<std::pair<int, int>> preplaced; // donating plan: (slot, pool)
+  auto owner = [](const std::vector<int> &into, int s) {
+    while (into[s] >= 0)
+      s = into[s];
+    return s;
+  };
+  for (int i = 0; i < static_cast<int>(exe.launches_.size()); ++i) {
+    const Launch &l = *exe.launches_[i];
+    if (l.kind != LaunchKind::Kernel)
+      continue;
+    for (const InPlace &pair : l.in_place) {
+      const int r = l.results[pair.result];
+      int o = l.operands[pair.operand];
+      const int64_t bytes = nbytes_of(exe.types_[r]);
+      bool row_major = true;
+      for (int v = o; row_major && v >= 0; v = plans[v].base)
+        row_major = static_strides_[v] == contiguous_strides(exe.types_[v].sizes) && nbytes_of(exe.types_[v]) == bytes;
+      while (plans[o].base >= 0)
+        o = plans[o].base;
+      if (!row_major || plans[r].storage != SlotStorage::Arena || plans[o].last_use != i || plans[o].escapes)
+        continue;
+      // Another operand of this launch reading the same memory would see it
+      // overwritten.
+      bool shared = false;
+      for (int other : l.operands) {
+        int root = other;
+        while (plans[root].base >= 0)
+          root = plans[root].base;
+        shared |= root == o && other != l.operands[pair.operand];
+      }
+      if (shared)
+        continue;
+      if (plans[o].storage == SlotStorage::Arena) {
+        into[r] = o;
+        donating_into[r] = o;
+      } else if (plans[o].storage == SlotStorage::Input && donated_pool[o] >= 0) {
+        preplaced.emplace_back(r, donated_pool[o]);
+      }
+    }
+  }
+  // Each shared placement is planned once, for its first slot, over the
+  // union of the live ranges.
+  auto plan_in_place = [&](std::vector<SlotPlan> &plans, const std::vector<int> &into,
+                           const std::vector<std::pair<int, int>> &preplaced, const std::vector<Pool> &pools,
+                           int *count) {
+    std::vector<int> slots;
+    for (int s : arena_slots)
+      if (into[s] < 0)
+        slots.push_back(s);
+    for (int s : arena_slots)
+      if (into[s] >= 0) {
+        SlotPlan &root = plans[owner(into, s)];
+        root.last_use = std::max(root.last_use, plans[s].last_use);
+        ++*count;
+      }
+    std::vector<bool> first(plans.size(), false);
+    for (auto [s, pool] : preplaced) {
+      first[s] = true;
+      ++*count;
+    }
+    slots.erase(std::remove_if(slots.begin(), slots.end(), [&](int s) { return first[s]; }), slots.end());
+    // Greedy by size: biggest first, each into the smallest gap among the
+    // already-placed slots whose live ranges overlap its own, in a pool when
+    // one can hold it, else in the arena.
+    std::stable_sort(slots.begin(), slots.end(), [&](int a, int b) {
+      if (plans[a].nbytes != plans[b].nbytes)
+        return plans[a].nbytes > plans[b].nbytes;
+      return plans[a].def < plans[b].def;
+    });
+    const int64_t arena = place_slots(plans, slots, pools, preplaced);
+    for (int s : arena_slots)
+      if (into[s] >= 0) {
+        const SlotPlan &root = plans[owner(into, s)];
+        plans[s].pool = root.pool;
+        plans[s].arena_offset = root.arena_offset;
+      }
+    return arena;
+  };
+  exe.donating_plans_ = plans;
+  exe.arena_bytes_ = plan_in_place(plans, into, {}, pools, &exe.num_in_place_);
+  exe.donating_arena_bytes_ =
+      plan_in_place(exe.donating_plans_, donating_into, preplaced, donating_pools, &exe.num_in_place_donating_);
 
   std::shared_ptr<LaunchExecutable> out = std::move(exe_);
   exe_.reset(new LaunchExecutable());

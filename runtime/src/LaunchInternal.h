@@ -18,6 +18,7 @@ struct LaunchExecutable::Launch {
   std::vector<int> results;
   std::vector<int64_t> attr; ///< permutation (Transpose) or target sizes
   bool split_rows = false;   ///< Kernel only: may run on slices of dim 0 (addKernel)
+  std::vector<InPlace> in_place; ///< Kernel only: results that may overwrite an operand (addKernel)
 };
 
 namespace detail {

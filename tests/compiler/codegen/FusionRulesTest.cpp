@@ -362,3 +362,111 @@ TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
   EXPECT_EQ(generics, 1u) << kernel;
   std::filesystem::remove_all(dir);
 }
+
+TEST(codegen_FusionRules, ElementwiseKernelWritesOverDyingOperands) {
+  // p = a @ w1 and q = a @ w2 (GEMM results, read only by the kernel) ->
+  // one kernel with u = p * q + 1 and v = exp(p) - q: both results are
+  // written over p and q (two in-place pairs: the kernel's branch for equal
+  // addresses), then r = u @ w3 + v @ w3. Values against plain C++.
+  const int64_t N = 64, K = 8, C = 32;
+  GraphMaker m;
+  int a = m.input({N, K}), w1 = m.input({K, C}), w2 = m.input({K, C}), w3 = m.input({C, 4});
+  int p = m.node(OpKind::Matmul, {a, w1}, {N, C});
+  int q = m.node(OpKind::Matmul, {a, w2}, {N, C});
+  int u = m.same(OpKind::Add, {m.same(OpKind::Mul, {p, q}), m.constant({N, C}, 1.0)});
+  int v = m.same(OpKind::Sub, {m.same(OpKind::Exp, {p}), q});
+  int r = m.same(OpKind::Add, {m.node(OpKind::Matmul, {u, w3}, {N, 4}), m.node(OpKind::Matmul, {v, w3}, {N, 4})});
+  auto compiled = compileOk(m.done({r}));
+  ASSERT_TRUE(compiled.forward);
+  auto *launches = dynamic_cast<const runtime::LaunchExecutable *>(compiled.forward.get());
+  ASSERT_TRUE(launches);
+  EXPECT_EQ(launches->num_in_place(), 2) << launches->describe();
+  std::vector<float> as = values(N * K, 1), w1s = values(K * C, 2), w2s = values(K * C, 3), w3s = values(C * 4, 4);
+  for (float &x : w1s)
+    x *= 0.25f; // exp stays moderate
+  auto res = runOk(*compiled.forward, {f32({N, K}, as), f32({K, C}, w1s), f32({K, C}, w2s), f32({C, 4}, w3s)});
+  ASSERT_EQ(res.size(), 1u);
+  std::vector<float> want(N * 4, 0.0f);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) {
+      float pv = 0.0f, qv = 0.0f;
+      for (int64_t k = 0; k < K; ++k) {
+        pv += as[i * K + k] * w1s[k * C + c];
+        qv += as[i * K + k] * w2s[k * C + c];
+      }
+      const float uv = pv * qv + 1.0f, vv = std::exp(pv) - qv;
+      for (int64_t o = 0; o < 4; ++o)
+        want[i * 4 + o] += (uv + vv) * w3s[c * 4 + o];
+    }
+  expectNear(read<float>(res[0]), want, 1e-4f);
+}
+
+TEST(codegen_FusionRules, RowKernelComputesAllResultsInOneLoop) {
+  // y = e / s with e = exp(x - max), s = sum(e), and its gradient as
+  // autograd differentiates the division, dx = (g / s + sum(-g * e / s^2)) * e
+  // (a softmax recomputed next to its backward, as under a memory budget;
+  // dx does not read y): one row kernel, two [R, C] results, both computed
+  // by the loop over row tiles (one result generic after
+  // kiln-fuse-elementwise, not a second pass over a kept exp); values
+  // against the closed form dx = y * (g - sum(g * y)).
+  const int64_t R = 48, C = 40;
+  GraphMaker m;
+  int x = m.input({R, C}), g = m.input({R, C});
+  auto rowReduce = [&](OpKind k, int v) {
+    return m.node(OpKind::Broadcast, {m.reduce(k, v, {1}, {R, 1}, /*keepdim=*/true)}, {R, C});
+  };
+  int e = m.same(OpKind::Exp, {m.same(OpKind::Sub, {x, rowReduce(OpKind::ReduceMax, x)})});
+  int sb = rowReduce(OpKind::ReduceSum, e);
+  int y = m.same(OpKind::Div, {e, sb});
+  int ge = m.same(OpKind::Neg, {m.same(OpKind::Mul, {g, e})});
+  int t2 = rowReduce(OpKind::ReduceSum, m.same(OpKind::Div, {ge, m.same(OpKind::Mul, {sb, sb})}));
+  int dx = m.same(OpKind::Mul, {m.same(OpKind::Add, {m.same(OpKind::Div, {g, sb}), t2}), e});
+  const std::string dir = ::testing::TempDir() + "kiln_row_results";
+  std::filesystem::remove_all(dir);
+  codegen::CompileOptions options;
+  options.dump_ir_dir = dir;
+  options.kernel_cache_dir = std::string();
+  codegen::CompiledGraph compiled;
+  std::string error;
+  ASSERT_TRUE(codegen::compileGraph(m.done({y, dx}), options, &compiled, &error)) << error;
+  ASSERT_TRUE(compiled.forward);
+  EXPECT_EQ(compiled.fusions.size(), 1u);
+  std::vector<float> xs = values(R * C, 6), gs = values(R * C, 7);
+  auto res = runOk(*compiled.forward, {f32({R, C}, xs), f32({R, C}, gs)});
+  ASSERT_EQ(res.size(), 2u);
+  std::vector<float> wy(R * C), wdx(R * C);
+  for (int64_t i = 0; i < R; ++i) {
+    float top = -INFINITY, sum = 0.0f, dot = 0.0f;
+    for (int64_t j = 0; j < C; ++j)
+      top = std::max(top, xs[i * C + j]);
+    for (int64_t j = 0; j < C; ++j)
+      sum += std::exp(xs[i * C + j] - top);
+    for (int64_t j = 0; j < C; ++j) {
+      wy[i * C + j] = std::exp(xs[i * C + j] - top) / sum;
+      dot += gs[i * C + j] * wy[i * C + j];
+    }
+    for (int64_t j = 0; j < C; ++j)
+      wdx[i * C + j] = wy[i * C + j] * (gs[i * C + j] - dot);
+  }
+  expectNear(read<float>(res[0]), wy);
+  expectNear(read<float>(res[1]), wdx);
+
+  // After kiln-fuse-elementwise: one generic yields both [R, C] results.
+  std::ifstream log(dir + "/codegen-passes.mlir");
+  ASSERT_TRUE(log);
+  std::string line, kernel;
+  bool inFused = false;
+  while (std::getline(log, line)) {
+    if (line.rfind("// -----// IR Dump After", 0) == 0) {
+      if (inFused)
+        break;
+      inFused = line.find("(kiln-fuse-elementwise)") != std::string::npos;
+    } else if (inFused) {
+      kernel += line + "\n";
+    }
+  }
+  const std::string both = "-> (tensor<48x40xf32>, tensor<48x40xf32>)";
+  const std::string bothSplit = "-> (tensor<?x40xf32>, tensor<?x40xf32>)"; // row-split kernels: dim 0 dynamic
+  EXPECT_TRUE(kernel.find(both) != std::string::npos || kernel.find(bothSplit) != std::string::npos) << kernel;
+  std::filesystem::remove_all(dir);
+}

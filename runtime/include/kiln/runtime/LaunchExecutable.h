@@ -26,7 +26,7 @@
 //     offsets are assigned greedily by decreasing size, each placed in the
 //     smallest gap left by already-placed slots whose live ranges overlap
 //     (TFLite's "greedy by size" planner). Two slots used by the same launch
-//     never share memory.
+//     never share memory, except a kernel's in-place pair (below).
 //   - memory that is allocated anyway is lent to intermediates first
 //     ("pools"): a result's own buffer before the launch that writes it
 //     (results are allocated when the run starts), and, in the donating
@@ -36,6 +36,14 @@
 //     holds it (best fit, the same greedy order); the rest go to the arena.
 //     Inductor's and XLA's buffer reuse do the same with dead inputs
 //     (donation) and not-yet-written outputs.
+//   - in place: a kernel added with InPlace pairs (an elementwise kernel
+//     compiled to run correctly when each pair's operand and result are at
+//     one address) writes a pair's result over its operand when the
+//     operand's memory dies at that launch: the operand (through row-major views) is
+//     a non-escaping arena slot (or, in the donating plan, a donated input)
+//     of the result's bytes, read by no later launch. The two then share one
+//     placement, live from the operand's definition to the result's last
+//     use (XLA's CanShareOperandBufferWithUser, the same idea).
 // The arena is one Buffer allocated per run (runs are independent and may
 // proceed concurrently: run() is const and keeps all its state local).
 #pragma once
@@ -48,6 +56,14 @@
 #include "kiln/runtime/Executable.h"
 
 namespace kiln::runtime {
+
+/// A kernel's in-place pair (Builder::addKernel): result `result` may be
+/// written over operand `operand` (indices into the launch's operand and
+/// result lists).
+struct InPlace {
+  int operand = -1;
+  int result = -1;
+};
 
 /// Static type of a value slot: shape (sizes, elements) and dtype.
 struct SlotType {
@@ -118,6 +134,10 @@ public:
   /// Kernel launches that may run split over threads (Builder::addKernel's
   /// `split_rows`).
   int num_split_kernels() const;
+  /// Kernel results the plan writes over an operand (Builder::addKernel's
+  /// `in_place`): in the plain plan, and in the donating plan.
+  int num_in_place() const { return num_in_place_; }
+  int num_in_place_donating() const { return num_in_place_donating_; }
   /// A split_rows kernel runs on several threads only when its operands and
   /// results together have at least this many bytes (below, waking the
   /// OpenMP threads costs more than the halved loop saves). Measured on the
@@ -156,6 +176,8 @@ private:
   std::vector<std::pair<int, std::shared_ptr<Buffer>>> constants_; ///< slot, data
   int64_t arena_bytes_ = 0;
   int64_t donating_arena_bytes_ = 0;
+  int num_in_place_ = 0;
+  int num_in_place_donating_ = 0;
   std::shared_ptr<const void> keep_alive_;
 };
 
@@ -194,9 +216,15 @@ public:
   /// pointer advanced by begin * stride[0], sizes[0] = end - begin), when the
   /// launch touches at least kSplitMinBytes. Row-independent work: the result
   /// does not depend on the thread count.
+  /// `in_place`: pairs (each operand and each result at most once) whose
+  /// result the kernel computes the same when it is at the address of the
+  /// operand (an elementwise kernel reading that operand and writing that
+  /// result at the same index, codegen's inPlacePairs); the plan then may
+  /// give each pair one placement (see the memory plan above).
   std::vector<int> addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
                              std::vector<SlotType> results,
-                             const std::vector<std::vector<int64_t>> &operand_strides = {}, bool split_rows = false);
+                             const std::vector<std::vector<int64_t>> &operand_strides = {}, bool split_rows = false,
+                             std::vector<InPlace> in_place = {});
   /// Element strides of a slot, as run() will see them (known for every slot).
   const std::vector<int64_t> &strides(int slot) const { return static_strides_.at(slot); }
   /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
