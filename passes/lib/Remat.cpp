@@ -8,11 +8,16 @@
 //      min_cut_rematerialization_partition over the cone and solve it with
 //      Dinic's max-flow for a given set of banned (never recomputed) ops;
 //   3. budget 1: ban every op that is not cheap (or that backward would
-//      write out anyway); budget 0: ban nothing; in between: a 0/1 knapsack
-//      over those expensive ops (keep banned the ones whose recomputation
-//      costs the most FLOPs, within the byte budget), repeated while the cut
-//      overshoots, then a greedy fix-up that bans back any op that still
-//      fits;
+//      write out anyway); budget 0: ban nothing; in between, the budget is a
+//      fraction of the budget-1 cut's peak activation memory: candidate
+//      cuts come from a 0/1 knapsack over those expensive ops (keep banned
+//      the ones whose recomputation costs the most FLOPs, within a byte
+//      capacity) at several capacities; each candidate's peak and step time
+//      are estimated by partitioning and fusing a copy of the module and
+//      replaying its memory plan (estimate); the fastest candidate within
+//      the target wins (none: the smallest), after a repair of faster
+//      candidates just over it and a fix-up that bans back ops while the
+//      peak still fits;
 //   4. mark the producers of the saved values `kiln.saved` and @joint
 //      `kiln.memory_budget`; kiln-partition builds @forward/@backward.
 #include "JointGraph.h"
@@ -22,7 +27,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Debug.h"
 
@@ -30,6 +40,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <optional>
 #include <queue>
 #include <vector>
 
@@ -50,13 +62,23 @@ constexpr int64_t kInfinity = std::numeric_limits<int64_t>::max() / 4;
 /// On the 2-core development VM oneDNN's GEMMs run at ~100 GFLOP/s and the
 /// generated elementwise kernels at a few GFLOP/s (less with exp/tanh);
 /// with plain FLOPs the knapsack recomputes GELU and softmax chains, which
-/// look many times cheaper than the matmuls next to them and take longer.
-/// 32 was the fastest of {1, 32, 128} for the GPT step at budget 0.5
-/// (bench/README.md).
+/// look many times cheaper than the matmuls next to them. The knapsack only
+/// proposes candidate cuts (the estimate chooses), so it runs with both a
+/// high weight (32, the fastest of {1, 32, 128} for the GPT step when it
+/// alone chose) and a low one (4: a fused GELU recompute costs about a
+/// fifth of the fc GEMM it spares since kernels compute each element's
+/// chain in registers).
 constexpr int64_t kPointwiseFlopWeight = 32;
+constexpr int64_t kCheapPointwiseWeight = 4;
 
-static int64_t weightedFlops(mlir::Operation *op) {
-  return mlir::isa<ir::MatmulOp>(op) ? opFlops(op) : opFlops(op) * kPointwiseFlopWeight;
+/// The step-time model that chooses among the cuts that fit a budget
+/// (Rematerializer::estimate): a byte a fused kernel reads or writes costs
+/// as much as this many matmul FLOPs. On the 2-core development VM oneDNN's
+/// GEMMs run at ~130 GFLOP/s and fused kernels move ~25 GB/s (bench/README.md).
+constexpr int64_t kFlopsPerKernelByte = 5;
+
+static int64_t weightedFlops(mlir::Operation *op, int64_t pointwiseWeight = kPointwiseFlopWeight) {
+  return mlir::isa<ir::MatmulOp>(op) ? opFlops(op) : opFlops(op) * pointwiseWeight;
 }
 
 /// Dinic's max-flow (Dinic 1970) on a small directed graph with int64
@@ -159,7 +181,197 @@ private:
 struct Cut {
   llvm::SetVector<mlir::Value> saved;
   int64_t bytes = 0;
+  /// Recomputation cost in matmul-FLOP equivalents (weightedFlops of the
+  /// cone ops the cut leaves on backward's side).
+  int64_t cost = 0;
+  /// estimate(), once computed (peak -1: not yet, or the module does not
+  /// partition).
+  int64_t peak = -1;
+  int64_t time = 0;
 };
+
+/// A cut's training step as compiled: peak activation bytes and time.
+struct Estimate {
+  int64_t peak = -1;
+  int64_t time = 0;
+};
+
+/// An elementwise kiln.fusion (no reduction, no layout op in its body): its
+/// kernel may write a result over an operand that dies there (the CPU
+/// runtime's in-place plan, runtime/include/kiln/runtime/LaunchExecutable.h).
+static bool isElementwiseFusion(mlir::Operation *op) {
+  auto fusion = mlir::dyn_cast<ir::FusionOp>(op);
+  if (!fusion)
+    return false;
+  for (mlir::Operation &inner : fusion.getBodyBlock().without_terminator())
+    if (mlir::isa<ir::ReduceSumOp, ir::ReduceMaxOp>(inner) || ir::isLayoutOp(&inner))
+      return false;
+  return true;
+}
+
+/// How the CPU runtime's memory plan holds a buffer of @forward/@backward
+/// (runtime/include/kiln/runtime/LaunchExecutable.h): an intermediate takes
+/// arena space while live; a result (allocated when the run starts) lends
+/// its memory to intermediates until it is written; a donated argument (a
+/// saved activation in @backward) lends its memory after its last read.
+enum class Holding { None, Intermediate, LentUntilWritten, LentAfterLastRead };
+
+/// The arena `func` needs, replayed in program order: each intermediate, when
+/// its op runs, goes into the best-fitting memory lent for its whole live
+/// range, else into the arena; the arena's bytes are the most in it at
+/// once (the runtime plans the same pools, greedily by size). A buffer is an
+/// argument or the result of an op that is not a layout op (layout ops
+/// make views); `classify(buffer, returnIndex)` gives its Holding
+/// (`returnIndex`: the first func.return operand that is it or a view of
+/// it, -1 if none). An elementwise fusion writes its first result of an
+/// operand's type over that operand when the operand's buffer (directly or
+/// through reshapes) dies there, as the runtime plans it.
+template <class Classify> int64_t replayArena(mlir::func::FuncOp func, Classify classify) {
+  mlir::Block &body = func.getBody().front();
+  // The buffer a value lives in: a layout op's result is a view of its
+  // operand's (`strided`: through a transpose or broadcast, so not
+  // row-major), an in-place result lives in the operand it overwrote.
+  llvm::DenseMap<mlir::Value, mlir::Value> bufferOf;
+  llvm::DenseSet<mlir::Value> strided;
+  auto buffer = [&](mlir::Value value) {
+    for (auto found = bufferOf.find(value); found != bufferOf.end(); found = bufferOf.find(value))
+      value = found->second;
+    return value;
+  };
+  llvm::DenseMap<mlir::Value, int> lastUse, returnIndex;
+  int index = 0;
+  for (mlir::Operation &op : body) {
+    for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+      lastUse[buffer(operand)] = index;
+      if (mlir::isa<mlir::func::ReturnOp>(op))
+        returnIndex.try_emplace(buffer(operand), static_cast<int>(i));
+    }
+    if (ir::isLayoutOp(&op)) {
+      bufferOf[op.getResult(0)] = buffer(op.getOperand(0));
+      if (!mlir::isa<ir::ReshapeOp>(op) || strided.contains(op.getOperand(0)))
+        strided.insert(op.getResult(0));
+    }
+    ++index;
+  }
+  llvm::DenseMap<mlir::Value, Holding> holding;
+  auto holdingOf = [&](mlir::Value b) {
+    auto [it, inserted] = holding.try_emplace(b, Holding::None);
+    if (inserted) {
+      auto found = returnIndex.find(b);
+      it->second = classify(b, found == returnIndex.end() ? -1 : found->second);
+    }
+    return it->second;
+  };
+  auto lastUseOf = [&](mlir::Value b, int at) {
+    auto found = lastUse.find(b);
+    return found == lastUse.end() ? at : found->second;
+  };
+  // In place, decided first (the runtime merges an in-place result with its
+  // operand before placing them): `endAt[b]`, the op after which buffer b's
+  // memory is free (an intermediate) or lent (a saved argument).
+  llvm::DenseMap<mlir::Value, int> endAt;
+  llvm::DenseSet<mlir::Value> inPlace; // results written over an operand
+  for (mlir::BlockArgument argument : body.getArguments())
+    if (holdingOf(argument) == Holding::LentAfterLastRead)
+      endAt[argument] = lastUseOf(argument, 0);
+  index = 0;
+  for (mlir::Operation &op : body) {
+    // Each result, in order, over the first operand of its type whose
+    // row-major buffer dies here and is not read by another operand.
+    llvm::DenseMap<mlir::Value, mlir::Value> over; // result -> buffer it is written over
+    if (isElementwiseFusion(&op)) {
+      llvm::DenseSet<mlir::Value> taken;
+      for (mlir::Value r : op.getResults())
+        for (mlir::Value operand : op.getOperands()) {
+          mlir::Value b = buffer(operand);
+          auto ends = endAt.find(b);
+          if (operand.getType() != r.getType() || strided.contains(operand) || ends == endAt.end() ||
+              ends->second != index || taken.contains(b) || holdingOf(r) != Holding::Intermediate ||
+              llvm::count_if(op.getOperands(), [&](mlir::Value other) { return buffer(other) == b; }) != 1)
+            continue;
+          taken.insert(b);
+          over[r] = b;
+          break;
+        }
+    }
+    if (!ir::isLayoutOp(&op))
+      for (mlir::Value r : op.getResults()) {
+        if (mlir::Value b = over.lookup(r)) {
+          endAt[b] = lastUseOf(r, index);
+          bufferOf[r] = b;
+          inPlace.insert(r);
+        } else if (holdingOf(r) == Holding::Intermediate) {
+          endAt[r] = lastUseOf(r, index);
+        }
+      }
+    ++index;
+  }
+
+  // Memory lent to intermediates: per lending buffer, its free bytes and
+  // the op before which they must be given back (INT_MAX: never).
+  struct Pool {
+    int64_t free;
+    int deadline;
+    bool open;
+  };
+  llvm::MapVector<mlir::Value, Pool> pools;
+  llvm::DenseMap<mlir::Value, mlir::Value> placedIn; // intermediate -> pool (absent: the arena)
+  int64_t inArena = 0, arena = 0;
+  std::vector<std::vector<mlir::Value>> endsAfter(index + 1);
+  for (auto [b, at] : endAt)
+    endsAfter[at].push_back(b);
+  for (mlir::BlockArgument argument : body.getArguments())
+    if (holdingOf(argument) == Holding::LentAfterLastRead)
+      pools.insert({argument, Pool{valueBytes(argument), std::numeric_limits<int>::max(), false}});
+  index = 0;
+  for (mlir::Operation &op : body) {
+    if (!ir::isLayoutOp(&op))
+      for (mlir::Value r : op.getResults())
+        if (holdingOf(r) == Holding::LentUntilWritten)
+          pools.insert({r, Pool{valueBytes(r), index, true}});
+    ++index;
+  }
+  // Best fit among the open pools lent until after `end`, else the arena.
+  auto place = [&](mlir::Value b, int end) {
+    const int64_t bytes = valueBytes(b);
+    Pool *best = nullptr;
+    mlir::Value owner;
+    for (auto &[lender, pool] : pools)
+      if (pool.open && pool.free >= bytes && pool.deadline > end && (!best || pool.free < best->free)) {
+        best = &pool;
+        owner = lender;
+      }
+    if (best) {
+      best->free -= bytes;
+      placedIn[b] = owner;
+    } else {
+      inArena += bytes;
+      arena = std::max(arena, inArena);
+    }
+  };
+  index = 0;
+  for (mlir::Operation &op : body) {
+    if (!ir::isLayoutOp(&op))
+      for (mlir::Value r : op.getResults()) {
+        if (inPlace.contains(r))
+          continue; // in its operand's memory
+        if (holdingOf(r) == Holding::Intermediate)
+          place(r, endAt.lookup(r));
+        else if (holdingOf(r) == Holding::LentUntilWritten)
+          pools.find(r)->second.open = false;
+      }
+    for (mlir::Value b : endsAfter[index]) {
+      if (holdingOf(b) == Holding::LentAfterLastRead)
+        pools.find(b)->second.open = true;
+      else if (auto in = placedIn.find(b); in != placedIn.end())
+        pools.find(in->second)->second.free += valueBytes(b);
+      else
+        inArena -= valueBytes(b);
+    }
+    ++index;
+  }
+  return arena;
+}
 
 class Rematerializer {
 public:
@@ -173,9 +385,11 @@ public:
 private:
   void collectCone();
   bool materializedInBackward(mlir::Operation *op) const;
-  int64_t recomputeCost(mlir::Operation *item) const;
+  int64_t recomputeCost(mlir::Operation *item, int64_t pointwiseWeight) const;
   Cut solve(const OpSet &banned) const;
-  OpSet knapsack(int64_t capacity) const;
+  OpSet knapsack(int64_t capacity, const llvm::DenseMap<mlir::Operation *, int64_t> &cost) const;
+  Estimate estimate(const Cut &cut) const;
+  Estimate replayCut(const Cut &cut) const;
 
   mlir::func::FuncOp joint_;
   const JointSlices &slices_;
@@ -185,6 +399,10 @@ private:
   std::vector<mlir::Operation *> items_; // expensive_, program order
   OpSet coneSet_;
   llvm::DenseMap<mlir::Operation *, int64_t> itemCost_; // recomputeCost of each item
+  /// The same with elementwise FLOPs at kCheapPointwiseWeight: a second
+  /// family of candidate cuts, which recomputes elementwise chains first.
+  llvm::DenseMap<mlir::Operation *, int64_t> itemCostCheapPointwise_;
+  mutable std::map<std::vector<const void *>, Estimate> estimates_; // by saved values (program order)
 };
 
 /// PyTorch's is_materialized_backwards (ban_recompute_materialized_backward):
@@ -232,16 +450,18 @@ void Rematerializer::collectCone() {
     }
   }
   coneSet_ = std::move(cone);
-  for (mlir::Operation *item : items_)
-    itemCost_[item] = recomputeCost(item);
+  for (mlir::Operation *item : items_) {
+    itemCost_[item] = recomputeCost(item, kPointwiseFlopWeight);
+    itemCostCheapPointwise_[item] = recomputeCost(item, kCheapPointwiseWeight);
+  }
 }
 
 /// What recomputing expensive op `item` would cost, in matmul-FLOP
 /// equivalents: its own FLOPs and those of the cheap ops it needs that
 /// nothing else provides (its cone ancestors up to other expensive ops,
 /// never-recomputed ops, primals and forward outputs).
-int64_t Rematerializer::recomputeCost(mlir::Operation *item) const {
-  int64_t cost = weightedFlops(item);
+int64_t Rematerializer::recomputeCost(mlir::Operation *item, int64_t pointwiseWeight) const {
+  int64_t cost = weightedFlops(item, pointwiseWeight);
   OpSet seen{item};
   llvm::SmallVector<mlir::Value> worklist(item->getOperands());
   while (!worklist.empty()) {
@@ -250,7 +470,7 @@ int64_t Rematerializer::recomputeCost(mlir::Operation *item) const {
     if (!op || !coneSet_.contains(op) || slices_.forwardOutputs.contains(value) || expensive_.contains(op) ||
         permanent_.contains(op) || !seen.insert(op).second)
       continue;
-    cost += weightedFlops(op);
+    cost += weightedFlops(op, pointwiseWeight);
     worklist.append(op->operand_begin(), op->operand_end());
   }
   return cost;
@@ -293,6 +513,9 @@ Cut Rematerializer::solve(const OpSet &banned) const {
 
   Cut cut;
   for (mlir::Operation *op : cone_)
+    if (sinkSide[in.lookup(op)])
+      cut.cost += weightedFlops(op);
+  for (mlir::Operation *op : cone_)
     for (mlir::Value result : op->getResults()) {
       auto found = out.find(result);
       if (found == out.end() || slices_.forwardOutputs.contains(result))
@@ -305,13 +528,85 @@ Cut Rematerializer::solve(const OpSet &banned) const {
   return cut;
 }
 
+/// Peak activation bytes of a training step under `cut`: the saved bytes
+/// (held from the start of @forward, whose results are allocated when it
+/// starts, to the end of @backward) plus the larger of the two arenas
+/// (replayArena), as the CPU runtime's memory plans lay them out. Estimated
+/// on a copy of the module that kiln-partition (following the cut's
+/// kiln.saved marks) and kiln-fuse turn into @forward and @backward as the
+/// pipeline will; packing is taken as gap-free. -1 if the copy does not
+/// partition.
+Estimate Rematerializer::estimate(const Cut &cut) const {
+  std::vector<const void *> key;
+  for (mlir::Value value : cut.saved)
+    key.push_back(value.getAsOpaquePointer());
+  auto [memo, inserted] = estimates_.try_emplace(std::move(key));
+  if (inserted)
+    memo->second = replayCut(cut);
+  return memo->second;
+}
+
+Estimate Rematerializer::replayCut(const Cut &cut) const {
+  mlir::func::FuncOp original = joint_;
+  auto module = original->getParentOfType<mlir::ModuleOp>();
+  mlir::IRMapping mapping;
+  mlir::OwningOpRef<mlir::ModuleOp> copy(mlir::cast<mlir::ModuleOp>(module->clone(mapping)));
+  mlir::Builder builder(module.getContext());
+  auto joint = mlir::cast<mlir::func::FuncOp>(mapping.lookup(original.getOperation()));
+  joint->setAttr("kiln.memory_budget", builder.getF64FloatAttr(0.0)); // marks "after kiln-remat"
+  joint.walk([](mlir::Operation *op) { op->removeAttr("kiln.saved"); });
+  for (mlir::Value value : cut.saved)
+    mapping.lookup(value).getDefiningOp()->setAttr("kiln.saved", builder.getUnitAttr());
+  mlir::PassManager pm(module.getContext(), mlir::ModuleOp::getOperationName());
+  pm.enableVerifier(false); // the pipeline verifies the real module
+  pm.addPass(createKilnPartitionPass());
+  pm.addPass(createKilnFusePass());
+  if (mlir::failed(pm.run(*copy)))
+    return {};
+  auto forward = copy->lookupSymbol<mlir::func::FuncOp>("forward");
+  auto backward = copy->lookupSymbol<mlir::func::FuncOp>("backward");
+  if (!forward || !backward)
+    return {};
+
+  // @forward: its results (outputs and saved values) are lent until
+  // written; @backward: its saved arguments after their last read, its
+  // results (gradients) until written.
+  const int64_t forwardArena = replayArena(forward, [&](mlir::Value buffer, int returned) {
+    if (mlir::isa<mlir::BlockArgument>(buffer))
+      return Holding::None;
+    return returned < 0 ? Holding::Intermediate : Holding::LentUntilWritten;
+  });
+  const int64_t backwardArena = replayArena(backward, [&](mlir::Value buffer, int returned) {
+    if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(buffer)) {
+      auto role = backward.getArgAttrOfType<mlir::StringAttr>(argument.getArgNumber(), "kiln.role");
+      return role && role.getValue() == "saved" ? Holding::LentAfterLastRead : Holding::None;
+    }
+    return returned < 0 ? Holding::Intermediate : Holding::LentUntilWritten;
+  });
+  // Time, in matmul-FLOP equivalents: GEMM FLOPs, and each kernel's bytes
+  // read and written at kFlopsPerKernelByte.
+  int64_t time = 0;
+  for (mlir::func::FuncOp func : {forward, backward})
+    for (mlir::Operation &op : func.getBody().front()) {
+      if (mlir::isa<ir::MatmulOp>(op)) {
+        time += opFlops(&op);
+      } else if (mlir::isa<ir::FusionOp>(op)) {
+        for (mlir::Value value : op.getOperands())
+          time += kFlopsPerKernelByte * valueBytes(value);
+        for (mlir::Value value : op.getResults())
+          time += kFlopsPerKernelByte * valueBytes(value);
+      }
+    }
+  return {cut.bytes + std::max(forwardArena, backwardArena), time};
+}
+
 /// 0/1 knapsack by dynamic programming (as dp_knapsack in PyTorch's
 /// torch/_functorch/_activation_checkpointing/knapsack.py): among the
 /// expensive ops, the set to keep banned (saved, not recomputed) whose
 /// recomputation would cost the most (recomputeCost) and whose result bytes
 /// fit in `capacity`. Weights are rounded up
 /// to 1/1000 of the capacity, so the chosen set always fits.
-OpSet Rematerializer::knapsack(int64_t capacity) const {
+OpSet Rematerializer::knapsack(int64_t capacity, const llvm::DenseMap<mlir::Operation *, int64_t> &cost) const {
   OpSet kept;
   if (capacity < 0)
     return kept;
@@ -325,7 +620,7 @@ OpSet Rematerializer::knapsack(int64_t capacity) const {
     for (mlir::Value result : items_[i]->getResults())
       bytes += valueBytes(result);
     weight[i] = static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / bucket));
-    value[i] = itemCost_.lookup(items_[i]);
+    value[i] = cost.lookup(items_[i]);
   }
   // best[j]: most cost within j buckets; take[i][j]: item i taken there.
   std::vector<int64_t> best(slots + 1, 0);
@@ -354,63 +649,162 @@ Cut Rematerializer::decide(double budget) {
   if (budget <= 0.0)
     return minCut;
   Cut maxCut = solve(defaultBanned);
-  const int64_t target =
-      minCut.bytes + static_cast<int64_t>(std::floor(budget * static_cast<double>(maxCut.bytes - minCut.bytes)));
-  LLVM_DEBUG(llvm::dbgs() << "kiln-remat: budget " << budget << ": min " << minCut.bytes << " B, max " << maxCut.bytes
-                          << " B, target " << target << " B, " << items_.size() << " expensive ops\n");
-  if (maxCut.bytes <= target)
+  if (maxCut.bytes <= minCut.bytes)
     return maxCut;
+  {
+    Estimate e = estimate(maxCut);
+    maxCut.peak = e.peak;
+    maxCut.time = e.time;
+  }
+  if (maxCut.peak < 0)
+    return maxCut; // the module does not partition: kiln-partition reports why
+  const int64_t target = static_cast<int64_t>(std::floor(budget * static_cast<double>(maxCut.peak)));
 
-  // Knapsack over the expensive ops; while the cut overshoots the target,
-  // shrink the capacity by the overshoot (and below the kept set's weight,
-  // so the kept set changes). Capacity < 0 means recompute them all.
+  // Candidates: the knapsack's cut at kSteps capacities between the min
+  // cut's and the max cut's saved bytes (distinct cuts only), with the min
+  // and max cuts themselves.
   auto banning = [&](const OpSet &kept) {
     OpSet banned = permanent_;
     banned.insert(kept.begin(), kept.end());
     return banned;
   };
-  auto keptBytes = [](const OpSet &kept) {
-    int64_t bytes = 0;
-    for (mlir::Operation *op : kept)
-      for (mlir::Value result : op->getResults())
-        bytes += valueBytes(result);
-    return bytes;
+  struct Candidate {
+    Cut cut;
+    OpSet kept;
   };
-  OpSet kept;
-  Cut cut = minCut;
-  int64_t capacity = target - minCut.bytes;
-  for (int attempt = 0; attempt < 64 && capacity >= 0; ++attempt) {
-    OpSet candidate = knapsack(capacity);
-    Cut trial = solve(banning(candidate));
-    LLVM_DEBUG(llvm::dbgs() << "kiln-remat: knapsack capacity " << capacity << " B keeps " << candidate.size()
-                            << " ops; cut " << trial.bytes << " B\n");
-    if (trial.bytes <= target) {
-      kept = std::move(candidate);
-      cut = std::move(trial);
-      break;
+  std::vector<Candidate> candidates;
+  auto consider = [&](Cut cut, OpSet kept) {
+    for (const Candidate &other : candidates)
+      if (other.cut.saved == cut.saved)
+        return;
+    if (cut.peak < 0) {
+      Estimate e = estimate(cut);
+      cut.peak = e.peak;
+      cut.time = e.time;
     }
-    capacity = std::min(capacity - (trial.bytes - target), keptBytes(candidate) - 1);
+    if (cut.peak >= 0)
+      candidates.push_back({std::move(cut), std::move(kept)});
+  };
+  consider(maxCut, expensive_);
+  consider(minCut, OpSet());
+  // Two families of knapsack cuts: item costs with elementwise FLOPs at
+  // kPointwiseFlopWeight (keeps elementwise chains, recomputes matmuls
+  // first) and at kCheapPointwiseWeight (the other way round).
+  constexpr int kSteps = 16;
+  for (const auto *cost : {&itemCost_, &itemCostCheapPointwise_})
+    for (int step = 1; step < kSteps; ++step) {
+      OpSet kept = knapsack((maxCut.bytes - minCut.bytes) * step / kSteps, *cost);
+      consider(solve(banning(kept)), kept);
+    }
+  // The fastest candidate within the target; if none fits, the smallest.
+  auto better = [&](const Candidate &a, const Candidate &b) {
+    const bool aFits = a.cut.peak <= target, bFits = b.cut.peak <= target;
+    if (aFits != bFits)
+      return aFits;
+    if (aFits)
+      return a.cut.time != b.cut.time ? a.cut.time < b.cut.time : a.cut.peak < b.cut.peak;
+    return a.cut.peak != b.cut.peak ? a.cut.peak < b.cut.peak : a.cut.time < b.cut.time;
+  };
+  Candidate best = *std::min_element(candidates.begin(), candidates.end(), better);
+  LLVM_DEBUG(llvm::dbgs() << "kiln-remat: budget " << budget << ": max cut peak " << maxCut.peak << " B, target "
+                          << target << " B; " << candidates.size() << " candidates, best saves " << best.cut.bytes
+                          << " B, peak " << best.cut.peak << " B\n");
+
+  // Repair: a candidate faster than the best that does not fit (at most
+  // kRepairSlack over the target; the fastest two) recomputes one more
+  // expensive op at a time — the one that lowers its peak most per unit of
+  // time added — until it fits, for at most kRepairSteps ops.
+  constexpr double kRepairSlack = 1.15;
+  constexpr size_t kRepairStarts = 2, kRepairSteps = 3, kRepairTrials = 8;
+  std::vector<const Candidate *> starts;
+  for (const Candidate &candidate : candidates)
+    if (candidate.cut.peak > target && candidate.cut.peak <= kRepairSlack * static_cast<double>(target) &&
+        (best.cut.peak > target || candidate.cut.time < best.cut.time))
+      starts.push_back(&candidate);
+  std::sort(starts.begin(), starts.end(),
+            [](const Candidate *a, const Candidate *b) { return a->cut.time < b->cut.time; });
+  if (starts.size() > kRepairStarts)
+    starts.resize(kRepairStarts);
+  for (const Candidate *start : starts) {
+    Candidate current = *start;
+    for (size_t step = 0; step < kRepairSteps && current.cut.peak > target; ++step) {
+      // Trials ranked by saved bytes dropped per recompute cost added (no
+      // estimate needed); the first kRepairTrials are estimated.
+      std::vector<Candidate> trials;
+      for (mlir::Operation *op : items_) {
+        if (!current.kept.contains(op))
+          continue;
+        OpSet kept = current.kept;
+        kept.erase(op);
+        Cut trial = solve(banning(kept));
+        if (trial.bytes < current.cut.bytes)
+          trials.push_back({std::move(trial), std::move(kept)});
+      }
+      auto yield = [&](const Candidate &c) {
+        return static_cast<double>(current.cut.bytes - c.cut.bytes) /
+               static_cast<double>(std::max<int64_t>(1, c.cut.cost - current.cut.cost));
+      };
+      std::stable_sort(trials.begin(), trials.end(),
+                       [&](const Candidate &a, const Candidate &b) { return yield(a) > yield(b); });
+      if (trials.size() > kRepairTrials)
+        trials.resize(kRepairTrials);
+      std::optional<Candidate> next;
+      double bestGain = 0.0;
+      for (Candidate &candidate : trials) {
+        Cut &trial = candidate.cut;
+        Estimate e = estimate(trial);
+        if (e.peak < 0 || e.peak >= current.cut.peak)
+          continue;
+        trial.peak = e.peak;
+        trial.time = e.time;
+        const double gain = static_cast<double>(current.cut.peak - trial.peak) /
+                            static_cast<double>(std::max<int64_t>(1, trial.time - current.cut.time));
+        if (!next || gain > bestGain) {
+          bestGain = gain;
+          next = std::move(candidate);
+        }
+      }
+      if (!next)
+        break;
+      current = std::move(*next);
+    }
+    if (better(current, best))
+      best = std::move(current);
   }
 
-  // Fix-up: ban back each remaining expensive op, costliest first, when the
-  // cut still fits the target.
-  std::vector<mlir::Operation *> order = items_;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](mlir::Operation *a, mlir::Operation *b) { return itemCost_.lookup(a) > itemCost_.lookup(b); });
-  for (mlir::Operation *op : order) {
-    if (kept.contains(op))
-      continue;
-    OpSet candidate = kept;
-    candidate.insert(op);
-    Cut trial = solve(banning(candidate));
-    if (trial.bytes <= target) {
-      kept = std::move(candidate);
-      cut = std::move(trial);
+  // Fix-up: ban back each expensive op the best cut recomputes, costliest
+  // first, when the peak still fits and the step is faster.
+  if (best.cut.peak <= target) {
+    int64_t minArena = std::numeric_limits<int64_t>::max();
+    for (const Candidate &candidate : candidates)
+      minArena = std::min(minArena, candidate.cut.peak - candidate.cut.bytes);
+    std::vector<mlir::Operation *> order = items_;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](mlir::Operation *a, mlir::Operation *b) { return itemCost_.lookup(a) > itemCost_.lookup(b); });
+    for (mlir::Operation *op : order) {
+      if (best.kept.contains(op))
+        continue;
+      OpSet kept = best.kept;
+      kept.insert(op);
+      Cut trial = solve(banning(kept));
+      if (trial.saved == best.cut.saved) {
+        best.kept = std::move(kept);
+        continue;
+      }
+      // Not estimated (each estimate partitions and fuses a copy) when its
+      // saved bytes cannot fit next to the smallest arenas of any candidate.
+      if (trial.bytes + minArena > target)
+        continue;
+      Estimate e = estimate(trial);
+      trial.peak = e.peak;
+      trial.time = e.time;
+      if (trial.peak >= 0 && trial.peak <= target && trial.time < best.cut.time)
+        best = {std::move(trial), std::move(kept)};
     }
   }
-  LLVM_DEBUG(llvm::dbgs() << "kiln-remat: keeps " << kept.size() << " of " << items_.size()
-                          << " expensive ops banned; saves " << cut.saved.size() << " values, " << cut.bytes << " B\n");
-  return cut;
+  LLVM_DEBUG(llvm::dbgs() << "kiln-remat: saves " << best.cut.saved.size() << " values, " << best.cut.bytes
+                          << " B; estimated peak " << best.cut.peak << " B of target " << target << " B\n");
+  return best.cut;
 }
 
 struct KilnRematPass : public impl::KilnRematPassBase<KilnRematPass> {

@@ -79,9 +79,12 @@ struct CompileOptions {
   /// 1 saves what the min-cut over cheap ops (pointwise, views, casts) saves,
   /// recomputing those in backward; 0 saves nothing but the inputs and
   /// recomputes the whole forward (matmuls included) in backward; in between
-  /// the saved bytes stay <= min + memory_budget * (max - min), recomputing
-  /// the matmuls that cost the fewest FLOPs. Dropout masks are graph inputs,
-  /// so recomputation reuses them bit for bit. Outside [0, 1] (or NaN):
+  /// it is the fraction of budget 1's peak activation memory (bytes saved
+  /// for backward + the larger of the forward and backward arenas, as
+  /// CompileStats reports them) to stay within, at the least estimated
+  /// step time; when no cut fits, the one with the smallest peak
+  /// (passes/README.md, kiln-remat). Dropout masks are graph inputs, so
+  /// recomputation reuses them bit for bit. Outside [0, 1] (or NaN):
   /// kiln::Error from compile().
   double memory_budget = 1.0;
   /// false: no kiln-remat; backward loads every forward value it needs except
