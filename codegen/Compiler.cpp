@@ -84,6 +84,11 @@ void readRematReport(func::FuncOp forward, func::FuncOp backward, CompiledGraph 
   result->saved_bytes = intAttr(forward, "kiln.saved_bytes", 0);
   if (backward) {
     result->recompute_flops = intAttr(backward, "kiln.recompute_flops", 0);
+    if (auto peak = backward->getAttrOfType<DenseI64ArrayAttr>("kiln.remat_peak"); peak && peak.size() == 3) {
+      result->remat_peak_bytes = peak[0];
+      result->remat_target_bytes = peak[1];
+      result->remat_fastest_peak_bytes = peak[2];
+    }
     if (auto recomputed = backward->getAttrOfType<DictionaryAttr>("kiln.recomputed"))
       for (NamedAttribute entry : recomputed)
         if (auto count = dyn_cast<IntegerAttr>(entry.getValue()))

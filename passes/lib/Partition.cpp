@@ -291,8 +291,10 @@ mlir::func::FuncOp Partitioner::buildBackward(mlir::OpBuilder &builder, const Sp
 /// Reports on the new functions: `kiln.saved_bytes` (bytes of the saved
 /// values that are not forward outputs) on both; on @backward
 /// `kiln.recomputed` (forward op name -> count cloned into it) and
-/// `kiln.recompute_flops` (their FLOPs, JointGraph.h's model). Removes
-/// kiln-remat's marks from the clones.
+/// `kiln.recompute_flops` (their FLOPs, JointGraph.h's model), and
+/// kiln-remat's `kiln.remat_peak` (estimated peak, target, budget 1's
+/// peak; bytes) when it estimated. Removes kiln-remat's marks from the
+/// clones.
 void Partitioner::annotate(mlir::OpBuilder &builder, mlir::func::FuncOp forward, mlir::func::FuncOp backward,
                            const Split &split) {
   int64_t savedBytes = 0;
@@ -314,6 +316,8 @@ void Partitioner::annotate(mlir::OpBuilder &builder, mlir::func::FuncOp forward,
   backward->setAttr("kiln.saved_bytes", builder.getI64IntegerAttr(savedBytes));
   backward->setAttr("kiln.recomputed", builder.getDictionaryAttr(entries));
   backward->setAttr("kiln.recompute_flops", builder.getI64IntegerAttr(flops));
+  if (mlir::Attribute peak = joint_->getAttr("kiln.remat_peak"))
+    backward->setAttr("kiln.remat_peak", peak);
   for (mlir::func::FuncOp func : {forward, backward})
     func.walk([](mlir::Operation *op) { op->removeAttr("kiln.saved"); });
 }

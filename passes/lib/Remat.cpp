@@ -381,6 +381,10 @@ public:
 
   /// The decision for `budget` in [0, 1].
   Cut decide(double budget);
+  /// After decide() with a budget in (0, 1) that estimated: the target and
+  /// the budget-1 cut's estimated peak (bytes); -1 otherwise.
+  int64_t target() const { return target_; }
+  int64_t fastestPeak() const { return fastestPeak_; }
 
 private:
   void collectCone();
@@ -403,6 +407,7 @@ private:
   /// family of candidate cuts, which recomputes elementwise chains first.
   llvm::DenseMap<mlir::Operation *, int64_t> itemCostCheapPointwise_;
   mutable std::map<std::vector<const void *>, Estimate> estimates_; // by saved values (program order)
+  int64_t target_ = -1, fastestPeak_ = -1;
 };
 
 /// PyTorch's is_materialized_backwards (ban_recompute_materialized_backward):
@@ -659,6 +664,8 @@ Cut Rematerializer::decide(double budget) {
   if (maxCut.peak < 0)
     return maxCut; // the module does not partition: kiln-partition reports why
   const int64_t target = static_cast<int64_t>(std::floor(budget * static_cast<double>(maxCut.peak)));
+  target_ = target;
+  fastestPeak_ = maxCut.peak;
 
   // Candidates: the knapsack's cut at kSteps capacities between the min
   // cut's and the max cut's saved bytes (distinct cuts only), with the min
@@ -837,6 +844,10 @@ struct KilnRematPass : public impl::KilnRematPassBase<KilnRematPass> {
     Cut cut = rematerializer.decide(memoryBudget);
     for (mlir::Value value : cut.saved)
       value.getDefiningOp()->setAttr("kiln.saved", builder.getUnitAttr());
+    joint->removeAttr("kiln.remat_peak");
+    if (rematerializer.target() >= 0 && cut.peak >= 0)
+      joint->setAttr("kiln.remat_peak", builder.getDenseI64ArrayAttr({cut.peak, rematerializer.target(),
+                                                                      rematerializer.fastestPeak()}));
     LLVM_DEBUG(llvm::dbgs() << "kiln-remat: saves " << cut.saved.size() << " values (" << cut.bytes << " B)\n");
   }
 };

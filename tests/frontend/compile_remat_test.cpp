@@ -110,6 +110,8 @@ CompiledRun run_at_budget(MakeModel make, const Shape &input_shape, double budge
     EXPECT_NE(run.report.find("kiln.matmul x"), std::string::npos) << run.report;
   }
   EXPECT_NE(run.report.find("rematerialization: memory budget"), std::string::npos) << run.report;
+  if (budget > 0.0 && budget < 1.0)
+    EXPECT_NE(run.report.find("estimated peak activation memory: "), std::string::npos) << run.report;
   return run;
 }
 

@@ -759,6 +759,9 @@ std::string CompiledModule::describe(const Tensor &input) const {
     sep = ", ";
   }
   os << (g.recomputed_ops.empty() ? "" : ")") << "\n";
+  if (g.remat_peak_bytes >= 0)
+    os << "  estimated peak activation memory: " << g.remat_peak_bytes << " bytes (target " << g.remat_target_bytes
+       << " = memory budget x " << g.remat_fastest_peak_bytes << ", budget 1's)\n";
   os << "  memory plan: forward arena " << g.forward->arena_bytes() << " bytes, " << g.forward->num_launches()
      << " launches";
   if (g.backward) {

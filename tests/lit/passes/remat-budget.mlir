@@ -41,6 +41,7 @@
 // B065-SAME: %[[X:[^:]+]]: tensor<4x2xf32> {kiln.role = "primal"}, %[[WA:[^:]+]]: tensor<2x32xf32> {kiln.role = "primal"}
 // B065-SAME: %[[SYB:[^:]+]]: tensor<4x8xf32> {kiln.role = "saved"}
 // B065-SAME: kiln.recompute_flops = 640 : i64, kiln.recomputed = {kiln.matmul = 1 : i64, kiln.tanh = 1 : i64}
+// B065-SAME: kiln.remat_peak = array<i64: 784, 842, 1296>
 // B065: %[[A:.*]] = kiln.matmul %[[X]], %[[WA]] : tensor<4x2xf32>, tensor<2x32xf32>
 // B065-NEXT: %[[YA:.*]] = kiln.tanh %[[A]]
 // B065-NEXT: kiln.mul %[[YA]], %[[YA]]

@@ -75,6 +75,10 @@ struct CompiledGraph {
   /// element for elementwise ops and reductions, 0 for views/constants).
   std::vector<std::pair<std::string, int64_t>> recomputed_ops;
   int64_t recompute_flops = 0;
+  /// kiln-remat's estimates under a memory budget in (0, 1) (bytes; -1:
+  /// none): the chosen cut's peak activation memory, the target (budget x
+  /// the budget-1 cut's), and the budget-1 cut's.
+  int64_t remat_peak_bytes = -1, remat_target_bytes = -1, remat_fastest_peak_bytes = -1;
   std::vector<FusionInfo> fusions;
   /// Distinct kernel functions compiled for `fusions` (fusions whose kernels
   /// are identical up to their name share one).

@@ -28,9 +28,13 @@ def KilnRematPass : Pass<"kiln-remat", "mlir::ModuleOp"> {
     keep. With `memory-budget` = 1 only cheap ops (pointwise, views, casts,
     constants, reductions that shrink their operand at most 4x) may be
     recomputed; with 0 every kiln op may be, so only primals are kept; in
-    between the saved bytes stay <= min + budget * (max - min) and the
-    expensive ops (matmuls, large reductions) allowed to be recomputed are
-    chosen by a 0/1 knapsack that keeps the most FLOPs saved.
+    between the estimated peak activation memory (saved bytes + the larger
+    of the forward and backward arenas, estimated by partitioning and
+    fusing a copy of the module and replaying the runtime's memory plan)
+    stays <= budget * the budget-1 cut's, at the least estimated step time,
+    among cuts proposed by a 0/1 knapsack over the expensive ops (matmuls,
+    large reductions) allowed to be recomputed; when no cut fits, the one
+    with the smallest peak.
 
     The decision is written on @joint: `kiln.memory_budget` (f64) on the
     function and a `kiln.saved` unit attribute on each op whose result is
@@ -38,7 +42,7 @@ def KilnRematPass : Pass<"kiln-remat", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "double", /*default=*/"1.0",
-           "Fraction in [0, 1] of the saved bytes between recompute-everything (0) and the min-cut over cheap ops (1)">,
+           "In [0, 1]: 1 = the min-cut over cheap ops, 0 = recompute everything; in between, the fraction of budget 1's peak activation memory to stay within">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::kiln::ir::KilnDialect"];
