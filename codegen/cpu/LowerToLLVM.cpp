@@ -556,20 +556,20 @@ struct HoistTileBuffersPass : public PassWrapper<HoistTileBuffersPass, Operation
 /// inPlacePairs) may be called with argument k (an operand) and argument r
 /// (a result) of a pair at the same address: the runtime's plan writes a
 /// result over an operand that dies at that launch. The arguments are
-/// noalias, so after bufferization the body gets branches on the
+/// noalias, so after bufferization the body gets a branch on the
 /// addresses: if every pair's are equal, a copy of the body that reads each
 /// operand k through its argument r (one pointer: LLVM sees the dependence,
 /// and a loop that reads and writes the same element still vectorizes);
-/// otherwise the body as it was, reading any operand whose pair is equal
-/// from a copy of it (the plan aliased only some pairs; not expected). The
-/// fast copy is exact when the body is one elementwise loop that reads each
-/// k and writes its r at the same index (each element of k is read before
-/// r's element is written, and never after) — what mergeElementwise makes
-/// of an elementwise kernel; for any other body it also reads copies.
+/// otherwise the body as it was (the runtime aliases all of a launch's
+/// pairs or none, LaunchExecutable's memory plan). The copy is exact when
+/// the body is one elementwise loop that reads each k and writes its r at
+/// the same index (each element of k is read before r's element is
+/// written, and never after) — what mergeElementwise makes of an
+/// elementwise kernel; any other body reads copies of the operands.
 struct InPlaceBranchPass : public PassWrapper<InPlaceBranchPass, OperationPass<func::FuncOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(InPlaceBranchPass)
   StringRef getArgument() const final { return "kiln-in-place-branch"; }
-  StringRef getDescription() const final { return "branches for kernels run with results over operands"; }
+  StringRef getDescription() const final { return "a branch for kernels run with results over operands"; }
 
   /// The body is one all-parallel linalg.generic that reads each operand
   /// (through casts) only with identity maps and writes each result with an
@@ -643,13 +643,12 @@ struct InPlaceBranchPass : public PassWrapper<InPlaceBranchPass, OperationPass<f
 
     Location loc = func.getLoc();
     OpBuilder b = OpBuilder::atBlockBegin(&entry);
-    SmallVector<Value> same;
     Value all;
     for (auto [operand, result] : pairs) {
-      same.push_back(b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                             b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, operand),
-                                             b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, result)));
-      all = all ? b.create<arith::AndIOp>(loc, all, same.back()).getResult() : same.back();
+      Value same = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                           b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, operand),
+                                           b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, result));
+      all = all ? b.create<arith::AndIOp>(loc, all, same).getResult() : same;
     }
     auto branch = b.create<scf::IfOp>(loc, all, /*withElseRegion=*/true);
     SmallVector<Operation *> body;
@@ -665,24 +664,9 @@ struct InPlaceBranchPass : public PassWrapper<InPlaceBranchPass, OperationPass<f
     for (Operation *op : body)
       t.clone(*op, fast);
 
-    // Otherwise the body as it was, from a copy of any aliased operand.
-    OpBuilder e = OpBuilder::atBlockTerminator(branch.elseBlock());
-    IRMapping slow;
-    for (auto [pair, aliased] : llvm::zip(pairs, same)) {
-      Value operand = pair.first;
-      auto pick = e.create<scf::IfOp>(loc, TypeRange{operand.getType()}, aliased, /*withElseRegion=*/true);
-      OpBuilder yes = OpBuilder::atBlockEnd(pick.thenBlock());
-      yes.create<scf::YieldOp>(loc, copyOf(yes, loc, operand));
-      OpBuilder no = OpBuilder::atBlockEnd(pick.elseBlock());
-      no.create<scf::YieldOp>(loc, operand);
-      slow.map(operand, pick.getResult(0));
-    }
-    for (Operation *op : body) {
+    // Otherwise the body as it was.
+    for (Operation *op : body)
       op->moveBefore(branch.elseBlock()->getTerminator());
-      for (OpOperand &use : op->getOpOperands())
-        if (Value replacement = slow.lookupOrNull(use.get()))
-          use.set(replacement);
-    }
   }
 };
 

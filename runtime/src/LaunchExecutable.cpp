@@ -571,6 +571,9 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
     const Launch &l = *exe.launches_[i];
     if (l.kind != LaunchKind::Kernel)
       continue;
+    // All of the launch's pairs or none (the kernel has one branch for
+    // every pair aliased, codegen's kiln-in-place-branch).
+    std::vector<std::pair<int, int>> over; // (result, operand root)
     for (const InPlace &pair : l.in_place) {
       const int r = l.results[pair.result];
       int o = l.operands[pair.operand];
@@ -580,8 +583,6 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
         row_major = static_strides_[v] == contiguous_strides(exe.types_[v].sizes) && nbytes_of(exe.types_[v]) == bytes;
       while (plans[o].base >= 0)
         o = plans[o].base;
-      if (!row_major || plans[r].storage != SlotStorage::Arena || plans[o].last_use != i || plans[o].escapes)
-        continue;
       // Another operand of this launch reading the same memory would see it
       // overwritten.
       bool shared = false;
@@ -591,13 +592,29 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
           root = plans[root].base;
         shared |= root == o && other != l.operands[pair.operand];
       }
-      if (shared)
-        continue;
-      if (plans[o].storage == SlotStorage::Arena) {
+      if (!row_major || shared || plans[r].storage != SlotStorage::Arena || plans[o].last_use != i ||
+          plans[o].escapes || (plans[o].storage != SlotStorage::Arena && plans[o].storage != SlotStorage::Input))
+        break;
+      over.emplace_back(r, o);
+    }
+    if (over.size() != l.in_place.size())
+      continue;
+    // The plain plan writes over arena slots only; the donating plan also
+    // over donated inputs. A plan takes the launch's pairs only if it can
+    // take all of them.
+    const bool plain = std::all_of(over.begin(), over.end(),
+                                   [&](auto p) { return plans[p.second].storage == SlotStorage::Arena; });
+    const bool donating = std::all_of(over.begin(), over.end(), [&](auto p) {
+      return plans[p.second].storage == SlotStorage::Arena || donated_pool[p.second] >= 0;
+    });
+    for (auto [r, o] : over) {
+      if (plain)
         into[r] = o;
-        donating_into[r] = o;
-      } else if (plans[o].storage == SlotStorage::Input && donated_pool[o] >= 0) {
-        preplaced.emplace_back(r, donated_pool[o]);
+      if (donating) {
+        if (plans[o].storage == SlotStorage::Arena)
+          donating_into[r] = o;
+        else
+          preplaced.emplace_back(r, donated_pool[o]);
       }
     }
   }

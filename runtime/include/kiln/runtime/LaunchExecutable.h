@@ -41,9 +41,11 @@
 //     one address) writes a pair's result over its operand when the
 //     operand's memory dies at that launch: the operand (through row-major views) is
 //     a non-escaping arena slot (or, in the donating plan, a donated input)
-//     of the result's bytes, read by no later launch. The two then share one
-//     placement, live from the operand's definition to the result's last
-//     use (XLA's CanShareOperandBufferWithUser, the same idea).
+//     of the result's bytes, read by no later launch — for all of the
+//     launch's pairs, else for none (the kernel has one branch for all
+//     pairs aliased). The two then share one placement, live from the
+//     operand's definition to the result's last use (XLA's
+//     CanShareOperandBufferWithUser, the same idea).
 // The arena is one Buffer allocated per run (runs are independent and may
 // proceed concurrently: run() is const and keeps all its state local).
 #pragma once
