@@ -306,6 +306,37 @@ TEST(codegen_FusionRules, ColumnSumIsNotRowSplit) {
   expectNear(read<float>(res[0]), want);
 }
 
+namespace {
+
+/// Compiles `graph` here (no kernel cache) with the IR dumped to a fresh
+/// temporary directory, and returns the first kernel's IR after
+/// kiln-fuse-elementwise (the codegen-passes.mlir dump); empty on failure.
+std::string fusedKernelIR(const ir::Graph &graph, const std::string &name, codegen::CompiledGraph *compiled) {
+  const std::string dir = ::testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  codegen::CompileOptions options;
+  options.dump_ir_dir = dir;
+  options.kernel_cache_dir = std::string(); // compile here, so the passes are dumped
+  std::string error;
+  EXPECT_TRUE(codegen::compileGraph(graph, options, compiled, &error)) << error;
+  std::ifstream log(dir + "/codegen-passes.mlir");
+  std::string line, kernel;
+  bool inFused = false;
+  while (std::getline(log, line)) {
+    if (line.rfind("// -----// IR Dump After", 0) == 0) {
+      if (inFused)
+        break;
+      inFused = line.find("(kiln-fuse-elementwise)") != std::string::npos;
+    } else if (inFused) {
+      kernel += line + "\n";
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return kernel;
+}
+
+} // namespace
+
 TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
   // e = exp(x) feeds three ops and both results (the shape of a GELU
   // recomputed next to its derivative): the kernel's elementwise ops become
@@ -319,14 +350,8 @@ TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
   int a = m.same(OpKind::Add, {e, m.constant({N, C}, 1.0)});
   int b = m.same(OpKind::Mul, {e, x});
   int c = m.same(OpKind::Div, {m.same(OpKind::Mul, {e, b}), a});
-  const std::string dir = ::testing::TempDir() + "kiln_merge_elementwise";
-  std::filesystem::remove_all(dir);
-  codegen::CompileOptions options;
-  options.dump_ir_dir = dir;
-  options.kernel_cache_dir = std::string(); // compile here, so the passes are dumped
   codegen::CompiledGraph compiled;
-  std::string error;
-  ASSERT_TRUE(codegen::compileGraph(m.done({b, c}), options, &compiled, &error)) << error;
+  const std::string kernel = fusedKernelIR(m.done({b, c}), "kiln_merge_elementwise", &compiled);
   ASSERT_TRUE(compiled.forward);
   EXPECT_EQ(compiled.fusions.size(), 1u);
   std::vector<float> xs = values(N * C, 5);
@@ -341,26 +366,11 @@ TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
   expectNear(read<float>(res[0]), wb);
   expectNear(read<float>(res[1]), wc);
 
-  // The first dump after kiln-fuse-elementwise (the only kernel's).
-  std::ifstream log(dir + "/codegen-passes.mlir");
-  ASSERT_TRUE(log) << "no " << dir << "/codegen-passes.mlir";
-  std::string line, kernel;
-  bool inFused = false;
-  while (std::getline(log, line)) {
-    if (line.rfind("// -----// IR Dump After", 0) == 0) {
-      if (inFused)
-        break;
-      inFused = line.find("(kiln-fuse-elementwise)") != std::string::npos;
-    } else if (inFused) {
-      kernel += line + "\n";
-    }
-  }
   ASSERT_FALSE(kernel.empty());
   size_t generics = 0;
   for (size_t at = kernel.find("linalg.generic"); at != std::string::npos; at = kernel.find("linalg.generic", at + 1))
     ++generics;
   EXPECT_EQ(generics, 1u) << kernel;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(codegen_FusionRules, ElementwiseKernelWritesOverDyingOperands) {
@@ -421,14 +431,8 @@ TEST(codegen_FusionRules, RowKernelComputesAllResultsInOneLoop) {
   int ge = m.same(OpKind::Neg, {m.same(OpKind::Mul, {g, e})});
   int t2 = rowReduce(OpKind::ReduceSum, m.same(OpKind::Div, {ge, m.same(OpKind::Mul, {sb, sb})}));
   int dx = m.same(OpKind::Mul, {m.same(OpKind::Add, {m.same(OpKind::Div, {g, sb}), t2}), e});
-  const std::string dir = ::testing::TempDir() + "kiln_row_results";
-  std::filesystem::remove_all(dir);
-  codegen::CompileOptions options;
-  options.dump_ir_dir = dir;
-  options.kernel_cache_dir = std::string();
   codegen::CompiledGraph compiled;
-  std::string error;
-  ASSERT_TRUE(codegen::compileGraph(m.done({y, dx}), options, &compiled, &error)) << error;
+  const std::string kernel = fusedKernelIR(m.done({y, dx}), "kiln_row_results", &compiled);
   ASSERT_TRUE(compiled.forward);
   EXPECT_EQ(compiled.fusions.size(), 1u);
   std::vector<float> xs = values(R * C, 6), gs = values(R * C, 7);
@@ -452,21 +456,7 @@ TEST(codegen_FusionRules, RowKernelComputesAllResultsInOneLoop) {
   expectNear(read<float>(res[1]), wdx);
 
   // After kiln-fuse-elementwise: one generic yields both [R, C] results.
-  std::ifstream log(dir + "/codegen-passes.mlir");
-  ASSERT_TRUE(log);
-  std::string line, kernel;
-  bool inFused = false;
-  while (std::getline(log, line)) {
-    if (line.rfind("// -----// IR Dump After", 0) == 0) {
-      if (inFused)
-        break;
-      inFused = line.find("(kiln-fuse-elementwise)") != std::string::npos;
-    } else if (inFused) {
-      kernel += line + "\n";
-    }
-  }
   const std::string both = "-> (tensor<48x40xf32>, tensor<48x40xf32>)";
   const std::string bothSplit = "-> (tensor<?x40xf32>, tensor<?x40xf32>)"; // row-split kernels: dim 0 dynamic
   EXPECT_TRUE(kernel.find(both) != std::string::npos || kernel.find(bothSplit) != std::string::npos) << kernel;
-  std::filesystem::remove_all(dir);
 }
