@@ -69,9 +69,23 @@ Operand describe(const MatrixView &m, std::vector<float> &scratch) {
 /// (batch stride 0) matrix; anything else is copied (contiguous, per batch
 /// entry) into `scratch`.
 struct Operand16 {
-  const uint16_t *data;
+  const void *data;
   int64_t batch, batch_stride, row_stride, col_stride;
 };
+
+/// The same for a batch of f32 matrices (sgemm_batched).
+Operand16 describe32(const MatrixView &m, int64_t batch, int64_t batch_stride, std::vector<float> &scratch) {
+  if (batch_stride == 0) batch = 1;
+  const int64_t extent = std::max<int64_t>({m.rows * m.cols, m.rows * m.row_stride, m.cols * m.col_stride, 1});
+  const Layout l = layout_of(m.rows, m.cols, m.row_stride, m.col_stride);
+  if (l.kind == Layout::RowMajor) return {m.data, batch, batch == 1 ? extent : batch_stride, l.ld, 1};
+  if (l.kind == Layout::ColMajor) return {m.data, batch, batch == 1 ? extent : batch_stride, 1, l.ld};
+  const int64_t size = m.rows * m.cols;
+  scratch.resize(static_cast<size_t>(batch * size));
+  for (int64_t b = 0; b < batch; ++b)
+    copy_row_major(m.data + b * batch_stride, m.rows, m.cols, m.row_stride, m.col_stride, scratch.data() + b * size);
+  return {scratch.data(), batch, std::max<int64_t>(size, 1), l.ld, 1};
+}
 
 Operand16 describe16(const Matrix16View &m, int64_t batch, int64_t batch_stride, std::vector<uint16_t> &scratch) {
   if (batch_stride == 0) batch = 1;
@@ -171,8 +185,8 @@ void gemm16_onednn(DType in, int64_t batch, const Matrix16View &A, int64_t a_bat
   const Operand16 a = describe16(A, batch, a_batch_stride, sa), b = describe16(B, batch, b_batch_stride, sb);
   std::shared_ptr<Cached> p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride);
   thread_local dnnl::stream stream(cpu_engine());
-  memory ma(p->a, cpu_engine(), const_cast<uint16_t *>(a.data));
-  memory mb(p->b, cpu_engine(), const_cast<uint16_t *>(b.data));
+  memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
+  memory mb(p->b, cpu_engine(), const_cast<void *>(b.data));
   memory mc(p->c, cpu_engine(), C);
   p->primitive.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   stream.wait();
@@ -236,6 +250,28 @@ void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc) {
   std::vector<float> sa, sb;
   Operand a = describe(A, sa), b = describe(B, sb);
   dnnl_sgemm(a.trans, b.trans, M, N, K, 1.0f, a.data, a.ld, b.data, b.ld, 0.0f, C, ldc);
+}
+
+void sgemm_batched(int64_t batch, const MatrixView &A, int64_t a_batch_stride, const MatrixView &B,
+                   int64_t b_batch_stride, float *C, int64_t ldc, int64_t c_batch_stride) {
+  const int64_t M = A.rows, K = A.cols, N = B.cols;
+  if (batch <= 0 || M == 0 || N == 0) return;
+  if (batch == 1 || K == 0) {
+    for (int64_t i = 0; i < batch; ++i)
+      sgemm({A.data + i * a_batch_stride, M, K, A.row_stride, A.col_stride},
+            {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
+    return;
+  }
+  std::vector<float> sa, sb;
+  const Operand16 a = describe32(A, batch, a_batch_stride, sa), b = describe32(B, batch, b_batch_stride, sb);
+  std::shared_ptr<Cached> p =
+      primitive_for(DType::Float32, batch, M, K, N, a, b, DType::Float32, ldc, c_batch_stride);
+  thread_local dnnl::stream stream(cpu_engine());
+  memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
+  memory mb(p->b, cpu_engine(), const_cast<void *>(b.data));
+  memory mc(p->c, cpu_engine(), C);
+  p->primitive.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  stream.wait();
 }
 
 bool gemm16_native(DType in) {

@@ -298,8 +298,7 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
       const TensorView &a = values[l.operands[0]], &b = values[l.operands[1]];
       TensorView &c = materialize(l.results[0]);
       // Rank 3: strided matrix views with any batch stride (0 for a
-      // broadcast operand); f32 runs one sgemm per batch entry, 16-bit
-      // dtypes one gemm16_batched call.
+      // broadcast operand); one sgemm_batched (f32) or gemm16_batched call.
       const size_t r = a.sizes.size();
       const int64_t batches = r == 3 ? a.sizes[0] : 1;
       const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
@@ -313,12 +312,9 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
         break;
       }
       const float *pa = static_cast<const float *>(a.data()), *pb = static_cast<const float *>(b.data());
-      float *pc = static_cast<float *>(c.data());
-      for (int64_t i = 0; i < batches; ++i) {
-        MatrixView ma{pa + i * sa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
-        MatrixView mb{pb + i * sb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
-        sgemm(ma, mb, pc + i * M * N, std::max<int64_t>(N, 1));
-      }
+      MatrixView ma{pa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
+      MatrixView mb{pb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
+      sgemm_batched(batches, ma, sa, mb, sb, static_cast<float *>(c.data()), std::max<int64_t>(N, 1), M * N);
       break;
     }
     case LaunchKind::Transpose: {

@@ -21,6 +21,18 @@ struct MatrixView {
 /// Precondition (checked by callers): A.cols == B.rows.
 void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc);
 
+/// Batched f32 GEMM: C[i] = A[i] x B[i] for i < batch (A[i] [M, K], B[i]
+/// [K, N], C[i] [M, N] row-major with leading dimension `ldc`), A[i] and
+/// B[i] `a_batch_stride` / `b_batch_stride` elements after A[i-1] / B[i-1]
+/// (0: one matrix for every i), C[i] `c_batch_stride` after C[i-1]; each
+/// matrix row- or column-major (else copied first). One oneDNN matmul
+/// primitive for the whole batch (cached by shape and strides, as
+/// gemm16_batched's), which spreads the batch over the threads: a
+/// [64 x 64 x 32] attention batch in one call instead of 64 sgemm calls;
+/// batch 1 is sgemm. Precondition: A.cols == B.rows.
+void sgemm_batched(int64_t batch, const MatrixView &A, int64_t a_batch_stride, const MatrixView &B,
+                   int64_t b_batch_stride, float *C, int64_t ldc, int64_t c_batch_stride);
+
 // ---- 16-bit float GEMMs (eager bf16 matmul/bmm, compiled bf16/f16 GEMMs) ------
 //
 // One implementation: gemm16_batched. bfloat16 runs on oneDNN's matmul

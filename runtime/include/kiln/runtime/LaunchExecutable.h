@@ -231,8 +231,9 @@ public:
   const std::vector<int64_t> &strides(int slot) const { return static_strides_.at(slot); }
   /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
   /// batched: a [B, M, K], b [B, K, N] -> fresh [B, M, N] on strided views
-  /// (any batch strides, 0 included). a and b have one dtype, float32 (one
-  /// sgemm per batch entry), bfloat16 (gemm16_batched: one oneDNN matmul for
+  /// (any batch strides, 0 included). a and b have one dtype, float32
+  /// (sgemm_batched: one oneDNN matmul for the batch), bfloat16
+  /// (gemm16_batched: one oneDNN matmul for
   /// the batch, f32 accumulation, bf16 result) or float16 (gemm16_batched:
   /// through f32 sgemm, f16 result); the result has that dtype. Other dtypes
   /// or shapes fail the builder.
