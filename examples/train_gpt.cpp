@@ -2,13 +2,17 @@
 // nanoGPT) trained with AdamW and a warmup-then-cosine learning rate on a text
 // file; compiled by default (kiln::compile), eagerly with --eager.
 //
-//   kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--steps N] [--seed S] [--lr X] [--batch B]
-//                  [--context T] [--layers L] [--d-model D] [--heads H] [--dropout P] [--text PATH]
-//                  [--log-every K]
+//   kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--memory-budget B] [--steps N] [--seed S]
+//                  [--lr X] [--batch B] [--context T] [--layers L] [--d-model D] [--heads H]
+//                  [--dropout P] [--text PATH] [--log-every K]
 //
 // --autocast bf16 (or f16) compiles with CompileOptions::autocast: the model's
 // matmuls, forward and backward, run in that type; weights, optimizer state,
 // the loss and validation stay f32 (compiled runs only).
+// --memory-budget B in [0, 1] (default 1) compiles with
+// CompileOptions::memory_budget: the fraction of the default plan's peak
+// activation memory to stay within, recomputing forward ops in backward
+// (the progress line's peak mem shows the effect; compiled runs only).
 //
 // Data: the characters of the file (default /usr/share/common-licenses/GPL-3)
 // are the vocabulary; the first 90% is the training split, the rest the
@@ -51,6 +55,7 @@ namespace {
 struct Args {
   bool eager = false;
   DType autocast = kFloat32;
+  double memory_budget = 1.0;
   int steps = 600;
   uint64_t seed = 0;
   double lr = 3e-3;
@@ -67,9 +72,9 @@ struct Args {
 [[noreturn]] void usage(const char *msg) {
   std::fprintf(stderr,
                "kiln-train-gpt: %s\n"
-               "usage: kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--steps N] [--seed S] [--lr X]\n"
-               "                      [--batch B] [--context T] [--layers L] [--d-model D] [--heads H]\n"
-               "                      [--dropout P] [--text PATH] [--log-every K]\n",
+               "usage: kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--memory-budget B] [--steps N]\n"
+               "                      [--seed S] [--lr X] [--batch B] [--context T] [--layers L] [--d-model D]\n"
+               "                      [--heads H] [--dropout P] [--text PATH] [--log-every K]\n",
                msg);
   std::exit(2);
 }
@@ -91,6 +96,7 @@ Args parse(int argc, char **argv) {
         else if (v == "off") a.autocast = kFloat32;
         else usage("--autocast takes bf16, f16 or off");
       }
+      else if (k == "--memory-budget") a.memory_budget = std::stod(value());
       else if (k == "--steps") a.steps = std::stoi(value());
       else if (k == "--seed") a.seed = std::stoull(value());
       else if (k == "--lr") a.lr = std::stod(value());
@@ -113,6 +119,8 @@ Args parse(int argc, char **argv) {
     usage("steps, batch, context, layers, d-model, heads, log-every and lr must be positive");
   if (a.d_model % a.heads != 0) usage("d-model must be divisible by heads");
   if (a.eager && a.autocast != kFloat32) usage("--autocast applies to compiled runs; drop --eager");
+  if (!(a.memory_budget >= 0 && a.memory_budget <= 1)) usage("--memory-budget must be in [0, 1]");
+  if (a.eager && a.memory_budget != 1.0) usage("--memory-budget applies to compiled runs; drop --eager");
   if (!(a.dropout >= 0 && a.dropout < 1)) usage("dropout must be in [0, 1)");
   return a;
 }
@@ -350,6 +358,7 @@ int main(int argc, char **argv) {
     if (!args.eager) {
       CompileOptions options;
       options.autocast = args.autocast;
+      options.memory_budget = args.memory_budget;
       model = compiled = compile(gpt, options);
     }
 
