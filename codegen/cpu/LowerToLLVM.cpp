@@ -162,7 +162,8 @@ bool mergeGenerics(func::FuncOp func, SmallVector<linalg::GenericOp> generics) {
         generic.getStaticLoopRanges() != ranges)
       return false;
     for (OpOperand &init : generic.getDpsInitsMutable())
-      if (!generic.getMatchingIndexingMap(&init).isIdentity() || !generic.getMatchingBlockArgument(&init).use_empty())
+      if (!generic.getMatchingIndexingMap(&init).isIdentity() || !generic.getMatchingBlockArgument(&init).use_empty() ||
+          inSet.contains(init.get().getDefiningOp()))
         return false;
     for (OpOperand *input : generic.getDpsInputOperands())
       if (inSet.contains(input->get().getDefiningOp()) && !generic.getMatchingIndexingMap(input).isIdentity())
@@ -655,12 +656,15 @@ struct InPlaceBranchPass : public PassWrapper<InPlaceBranchPass, OperationPass<f
     for (auto it = std::next(branch->getIterator()); &*it != entry.getTerminator(); ++it)
       body.push_back(&*it);
 
-    // All pairs at one address: read each operand through its result.
+    // All pairs at one address: read each operand through its result (in
+    // a copy taken first, unless the body is one elementwise loop); only the
+    // result pointer touches that memory, as noalias requires.
     OpBuilder t = OpBuilder::atBlockTerminator(branch.thenBlock());
     IRMapping fast;
-    for (auto [operand, result] : pairs)
-      fast.map(operand, direct ? t.create<memref::CastOp>(loc, operand.getType(), result).getResult()
-                               : copyOf(t, loc, operand));
+    for (auto [operand, result] : pairs) {
+      Value through = t.create<memref::CastOp>(loc, operand.getType(), result);
+      fast.map(operand, direct ? through : copyOf(t, loc, through));
+    }
     for (Operation *op : body)
       t.clone(*op, fast);
 

@@ -586,11 +586,11 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
       // Another operand of this launch reading the same memory would see it
       // overwritten.
       bool shared = false;
-      for (int other : l.operands) {
-        int root = other;
+      for (size_t j = 0; j < l.operands.size(); ++j) {
+        int root = l.operands[j];
         while (plans[root].base >= 0)
           root = plans[root].base;
-        shared |= root == o && other != l.operands[pair.operand];
+        shared |= root == o && static_cast<int>(j) != pair.operand;
       }
       if (!row_major || shared || plans[r].storage != SlotStorage::Arena || plans[o].last_use != i ||
           plans[o].escapes || (plans[o].storage != SlotStorage::Arena && plans[o].storage != SlotStorage::Input))
