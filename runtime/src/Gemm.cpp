@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <dnnl.h>
@@ -63,31 +64,20 @@ Operand describe(const MatrixView &m, std::vector<float> &scratch) {
   return {'N', scratch.data(), l.ld};
 }
 
-/// A batch of 16-bit operands as oneDNN sees it: a [batch, rows, cols]
-/// tensor with strides {batch_stride, row_stride, col_stride}. Each matrix
-/// is passed in place when layout_of allows; batch is 1 for a shared
-/// (batch stride 0) matrix; anything else is copied (contiguous, per batch
-/// entry) into `scratch`.
+/// A batch of GEMM operands (f32 or 16-bit) as oneDNN sees it: a [batch,
+/// rows, cols] tensor with strides {batch_stride, row_stride, col_stride}.
+/// Each matrix is passed in place when layout_of allows; batch is 1 for a
+/// shared (batch stride 0) matrix; anything else is copied (contiguous, per
+/// batch entry) into `scratch`.
 struct Operand16 {
   const void *data;
   int64_t batch, batch_stride, row_stride, col_stride;
 };
 
-/// The same for a batch of f32 matrices (sgemm_batched).
-Operand16 describe32(const MatrixView &m, int64_t batch, int64_t batch_stride, std::vector<float> &scratch) {
-  if (batch_stride == 0) batch = 1;
-  const int64_t extent = std::max<int64_t>({m.rows * m.cols, m.rows * m.row_stride, m.cols * m.col_stride, 1});
-  const Layout l = layout_of(m.rows, m.cols, m.row_stride, m.col_stride);
-  if (l.kind == Layout::RowMajor) return {m.data, batch, batch == 1 ? extent : batch_stride, l.ld, 1};
-  if (l.kind == Layout::ColMajor) return {m.data, batch, batch == 1 ? extent : batch_stride, 1, l.ld};
-  const int64_t size = m.rows * m.cols;
-  scratch.resize(static_cast<size_t>(batch * size));
-  for (int64_t b = 0; b < batch; ++b)
-    copy_row_major(m.data + b * batch_stride, m.rows, m.cols, m.row_stride, m.col_stride, scratch.data() + b * size);
-  return {scratch.data(), batch, std::max<int64_t>(size, 1), l.ld, 1};
-}
-
-Operand16 describe16(const Matrix16View &m, int64_t batch, int64_t batch_stride, std::vector<uint16_t> &scratch) {
+/// A batch of matrices (`View`: MatrixView for f32, Matrix16View for 16-bit
+/// floats) as oneDNN sees it: see Operand16.
+template <class View, class Element>
+Operand16 describe_batch(const View &m, int64_t batch, int64_t batch_stride, std::vector<Element> &scratch) {
   if (batch_stride == 0) batch = 1;
   // The stride of a batch dim of size 1 is never used; make it the matrix's
   // extent so the descriptor stays "dense" for oneDNN's kernels.
@@ -178,11 +168,13 @@ bool probe_native(DType in) {
   }
 }
 
-/// The batch through one oneDNN matmul primitive.
-void gemm16_onednn(DType in, int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
+/// The batch through one cached oneDNN matmul primitive (`View`:
+/// MatrixView for f32 with `in` Float32, Matrix16View for 16-bit floats).
+template <class View>
+void matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_stride, const View &B,
                    int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride) {
-  std::vector<uint16_t> sa, sb;
-  const Operand16 a = describe16(A, batch, a_batch_stride, sa), b = describe16(B, batch, b_batch_stride, sb);
+  std::vector<std::remove_const_t<std::remove_pointer_t<decltype(A.data)>>> sa, sb;
+  const Operand16 a = describe_batch(A, batch, a_batch_stride, sa), b = describe_batch(B, batch, b_batch_stride, sb);
   std::shared_ptr<Cached> p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride);
   thread_local dnnl::stream stream(cpu_engine());
   memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
@@ -262,16 +254,7 @@ void sgemm_batched(int64_t batch, const MatrixView &A, int64_t a_batch_stride, c
             {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
     return;
   }
-  std::vector<float> sa, sb;
-  const Operand16 a = describe32(A, batch, a_batch_stride, sa), b = describe32(B, batch, b_batch_stride, sb);
-  std::shared_ptr<Cached> p =
-      primitive_for(DType::Float32, batch, M, K, N, a, b, DType::Float32, ldc, c_batch_stride);
-  thread_local dnnl::stream stream(cpu_engine());
-  memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
-  memory mb(p->b, cpu_engine(), const_cast<void *>(b.data));
-  memory mc(p->c, cpu_engine(), C);
-  p->primitive.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-  stream.wait();
+  matmul_onednn(DType::Float32, batch, A, a_batch_stride, B, b_batch_stride, DType::Float32, C, ldc, c_batch_stride);
 }
 
 bool gemm16_native(DType in) {
@@ -305,7 +288,7 @@ void gemm16_batched(DType in, int64_t batch, const Matrix16View &A, int64_t a_ba
   if (in == DType::Float16 && !gemm16_native(in))
     gemm16_via_sgemm(batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
   else  // (bfloat16 without a oneDNN matmul: creating the primitive throws oneDNN's reason)
-    gemm16_onednn(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
+    matmul_onednn(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
 }
 
 void gemm16(DType in, const Matrix16View &A, const Matrix16View &B, DType out, void *C, int64_t ldc) {
