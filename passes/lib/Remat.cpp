@@ -223,9 +223,9 @@ enum class Holding { None, Intermediate, LentUntilWritten, LentAfterLastRead };
 /// argument or the result of an op that is not a layout op (layout ops
 /// make views); `classify(buffer, returnIndex)` gives its Holding
 /// (`returnIndex`: the first func.return operand that is it or a view of
-/// it, -1 if none). An elementwise fusion writes its first result of an
-/// operand's type over that operand when the operand's buffer (directly or
-/// through reshapes) dies there, as the runtime plans it.
+/// it, -1 if none). An elementwise fusion writes each result, in order,
+/// over the first operand of its type whose buffer (directly or through
+/// reshapes) dies there, as codegen pairs them and the runtime plans it.
 template <class Classify> int64_t replayArena(mlir::func::FuncOp func, Classify classify) {
   mlir::Block &body = func.getBody().front();
   // The buffer a value lives in: a layout op's result is a view of its
@@ -584,7 +584,8 @@ Estimate Rematerializer::replayCut(const Cut &cut) const {
   const int64_t backwardArena = replayArena(backward, [&](mlir::Value buffer, int returned) {
     if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(buffer)) {
       auto role = backward.getArgAttrOfType<mlir::StringAttr>(argument.getArgNumber(), "kiln.role");
-      return role && role.getValue() == "saved" ? Holding::LentAfterLastRead : Holding::None;
+      // A saved argument that is also returned is not donated.
+      return role && role.getValue() == "saved" && returned < 0 ? Holding::LentAfterLastRead : Holding::None;
     }
     return returned < 0 ? Holding::Intermediate : Holding::LentUntilWritten;
   });
