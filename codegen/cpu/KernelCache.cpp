@@ -70,9 +70,10 @@ namespace {
 /// Kiln's own lowering passes do: loweringDescription() names them, not
 /// their behaviour). v2: row tiling, row-split kernels. v3: elementwise
 /// kernels merged into one multi-result generic. v4: row kernels' results
-/// merged into one generic; in-place branches.
+/// merged into one generic; in-place branches. v5: the in-place branch
+/// without partial aliasing, reading operands through the result pointer.
 constexpr const char *kCacheFormat =
-    "kiln-kernel-cache-v4;opt=O3;codegen=Aggressive;abi=packed-memref;vector-width=512-on-avx512";
+    "kiln-kernel-cache-v5;opt=O3;codegen=Aggressive;abi=packed-memref;vector-width=512-on-avx512";
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'O', 'B', 'J', '1'};
 constexpr size_t kTrailerSize = 8 + 32 + 8;
 
