@@ -111,8 +111,7 @@ void kiln_train_step(benchmark::State &state, const kiln::CompileOptions *option
     state.counters["saved_bytes"] = static_cast<double>(s.saved_bytes);
     state.counters["forward_arena_bytes"] = static_cast<double>(s.forward_arena_bytes);
     state.counters["backward_arena_bytes"] = static_cast<double>(s.backward_arena_bytes);
-    state.counters["peak_activation_bytes"] =
-        static_cast<double>(s.saved_bytes + std::max(s.forward_arena_bytes, s.backward_arena_bytes));
+    state.counters["peak_activation_bytes"] = static_cast<double>(s.peak_activation_bytes());
     state.counters["recompute_flops"] = static_cast<double>(s.recompute_flops);
     state.counters["fusions"] = s.num_fusions;
   }

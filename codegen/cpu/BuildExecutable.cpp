@@ -30,6 +30,15 @@ FailureOr<DType> dtypeOf(Type element) {
   return failure();
 }
 
+Value memoryRoot(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!ir::isLayoutOp(op) || op->getNumOperands() == 0)
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
 namespace {
 
 /// Element strides of `v` at run time (see operandStrides).
@@ -72,16 +81,6 @@ std::string typeString(Type type) {
   llvm::raw_string_ostream os(s);
   os << type;
   return os.str();
-}
-
-/// The value whose memory `value` uses: looks through layout ops (views).
-Value memoryRoot(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!ir::isLayoutOp(op) || op->getNumOperands() == 0)
-      break;
-    value = op->getOperand(0);
-  }
-  return value;
 }
 
 /// The `saved` arguments of @backward whose buffer belongs to them alone:

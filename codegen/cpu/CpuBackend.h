@@ -96,6 +96,9 @@ bool isRowSplittable(kiln::ir::FusionOp fusion);
 /// builder checks each launch against them.
 std::vector<std::vector<int64_t>> operandStrides(kiln::ir::FusionOp fusion);
 
+/// The value whose memory `value` uses: looks through layout ops (views).
+mlir::Value memoryRoot(mlir::Value value);
+
 /// How one kernel is made shape-generic (automatic dynamic shapes,
 /// kiln/ir/DynamicShapes.h). Built by comparing a kiln.fusion with the same
 /// fusion of the graph traced at another size: every dim that differs is

@@ -734,15 +734,6 @@ std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
   for (Operation &op : body.without_terminator())
     if (isa<ir::ReduceSumOp, ir::ReduceMaxOp>(op) || ir::isLayoutOp(&op))
       return {};
-  // The buffer a value is a view of.
-  auto rootOf = [](Value v) {
-    while (Operation *def = v.getDefiningOp()) {
-      if (!ir::isLayoutOp(def))
-        break;
-      v = def->getOperand(0);
-    }
-    return v;
-  };
   // Whether `v` or a view of it is read by an op after `fusion` (or
   // returned).
   Block *block = fusion->getBlock();
@@ -764,7 +755,7 @@ std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
     auto type = cast<RankedTensorType>(operand.getType());
     if (strides[k] != runtime::contiguous_strides({type.getShape().begin(), type.getShape().end()}))
       return false;
-    Value root = rootOf(operand);
+    Value root = memoryRoot(operand);
     if (auto argument = dyn_cast<BlockArgument>(root)) {
       auto func = dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
       auto role = func ? func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "kiln.role") : StringAttr();
@@ -774,7 +765,7 @@ std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
       return false;
     }
     for (auto [j, other] : llvm::enumerate(fusion.getInputs()))
-      if (j != k && rootOf(other) == root)
+      if (j != k && memoryRoot(other) == root)
         return false;
     return !readLater(root);
   };

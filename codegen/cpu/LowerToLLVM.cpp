@@ -138,6 +138,15 @@ bool isCheap(linalg::GenericOp generic) {
   });
 }
 
+/// Iterations of `op`'s loop nest: the product of its static loop ranges;
+/// a dynamic range counts as large (2^31 - 1 for the whole nest).
+int64_t loopIterations(linalg::LinalgOp op) {
+  int64_t n = 1;
+  for (int64_t size : op.getStaticLoopRanges())
+    n = ShapedType::isDynamic(size) ? std::numeric_limits<int32_t>::max() : n * size;
+  return n;
+}
+
 /// Elementwise generics over one iteration space (all loops parallel, equal
 /// loop ranges; each value passed between them written and read through
 /// identity maps; their values only stored or read by each other) become
@@ -274,19 +283,13 @@ bool mergeElementwise(func::FuncOp func) {
 bool mergeRowResults(func::FuncOp func) {
   Block &block = func.getBody().front();
   int64_t most = -1;
-  auto iterations = [](linalg::GenericOp generic) {
-    int64_t n = 1;
-    for (int64_t size : generic.getStaticLoopRanges())
-      n = ShapedType::isDynamic(size) ? std::numeric_limits<int32_t>::max() : n * size;
-    return n;
-  };
   for (Operation &op : block)
     if (auto generic = dyn_cast<linalg::GenericOp>(op))
-      most = std::max(most, iterations(generic));
+      most = std::max(most, loopIterations(generic));
   SmallVector<linalg::GenericOp> set;
   for (Operation &op : block) {
     auto generic = dyn_cast<linalg::GenericOp>(op);
-    if (generic && generic.getNumReductionLoops() == 0 && iterations(generic) == most &&
+    if (generic && generic.getNumReductionLoops() == 0 && loopIterations(generic) == most &&
         llvm::any_of(generic->getUsers(), [](Operation *user) { return isa<bufferization::MaterializeInDestinationOp>(user); }))
       set.push_back(generic);
   }
@@ -418,9 +421,7 @@ struct TileRowsPass : public PassWrapper<TileRowsPass, OperationPass<func::FuncO
       auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
       if (!linalgOp || isa<linalg::FillOp>(op))
         continue;
-      int64_t iterations = 1;
-      for (int64_t size : linalgOp.getStaticLoopRanges())
-        iterations = ShapedType::isDynamic(size) ? std::numeric_limits<int32_t>::max() : iterations * size;
+      const int64_t iterations = loopIterations(linalgOp);
       if (iterations >= best) {
         best = iterations;
         root = linalgOp;

@@ -567,6 +567,11 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
       s = into[s];
     return s;
   };
+  auto root_of = [&](int s) { // the slot whose memory a view chain uses
+    while (plans[s].base >= 0)
+      s = plans[s].base;
+    return s;
+  };
   for (int i = 0; i < static_cast<int>(exe.launches_.size()); ++i) {
     const Launch &l = *exe.launches_[i];
     if (l.kind != LaunchKind::Kernel)
@@ -576,22 +581,16 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
     std::vector<std::pair<int, int>> over; // (result, operand root)
     for (const InPlace &pair : l.in_place) {
       const int r = l.results[pair.result];
-      int o = l.operands[pair.operand];
       const int64_t bytes = nbytes_of(exe.types_[r]);
       bool row_major = true;
-      for (int v = o; row_major && v >= 0; v = plans[v].base)
+      for (int v = l.operands[pair.operand]; row_major && v >= 0; v = plans[v].base)
         row_major = static_strides_[v] == contiguous_strides(exe.types_[v].sizes) && nbytes_of(exe.types_[v]) == bytes;
-      while (plans[o].base >= 0)
-        o = plans[o].base;
+      const int o = root_of(l.operands[pair.operand]);
       // Another operand of this launch reading the same memory would see it
       // overwritten.
       bool shared = false;
-      for (size_t j = 0; j < l.operands.size(); ++j) {
-        int root = l.operands[j];
-        while (plans[root].base >= 0)
-          root = plans[root].base;
-        shared |= root == o && static_cast<int>(j) != pair.operand;
-      }
+      for (size_t j = 0; j < l.operands.size(); ++j)
+        shared |= root_of(l.operands[j]) == o && static_cast<int>(j) != pair.operand;
       if (!row_major || shared || plans[r].storage != SlotStorage::Arena || plans[o].last_use != i ||
           plans[o].escapes || (plans[o].storage != SlotStorage::Arena && plans[o].storage != SlotStorage::Input))
         break;

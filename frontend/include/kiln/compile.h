@@ -112,6 +112,12 @@ struct CompileStats {
   int64_t forward_arena_bytes = 0, backward_arena_bytes = 0;
   int64_t saved_bytes = 0;      ///< bytes the last forward saves for backward (not counting its outputs)
   int64_t recompute_flops = 0;  ///< FLOPs the last backward spends recomputing forward ops
+  /// Peak activation memory of the last forward+backward as planned, in
+  /// bytes: the saved bytes (held from forward's start to backward's end)
+  /// plus the larger arena — the unit of CompileOptions::memory_budget.
+  int64_t peak_activation_bytes() const {
+    return saved_bytes + (forward_arena_bytes > backward_arena_bytes ? forward_arena_bytes : backward_arena_bytes);
+  }
   double last_compile_seconds = 0.0;
   int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
