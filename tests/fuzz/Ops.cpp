@@ -1,0 +1,800 @@
+// Ops.cpp - kiln-fuzz's op table and the program generator.
+//
+// Each entry picks operands among the values so far (or adds a parameter of
+// a fitting shape), runs the op with Kiln's public API and prints the same
+// call as C++. Domain-sensitive ops (log, sqrt, rsqrt, fractional pow, the
+// divisor of div) read abs(a) + 0.5, so inputs never reach a pole or a
+// domain edge, as NNSmith guards them; NaN enters only on purpose
+// (masked_nan), to check that it propagates as in eager.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "Program.h"
+
+namespace kiln::fuzz {
+
+namespace F = kiln::nn::functional;
+
+namespace {
+
+bool is_float(const Tensor &t) { return t.is_floating_point() && t.numel() > 0; }
+bool rank_at_least(const Tensor &t, int64_t r) { return is_float(t) && t.dim() >= r; }
+
+std::string ints_cpp(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  os << "{";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "}";
+  return os.str();
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  std::string s = os.str();
+  if (s.find_first_of(".einf") == std::string::npos) s += ".0";
+  return s;
+}
+
+/// abs(a) + 0.5: keeps a domain-sensitive op away from 0 and negatives.
+Tensor away_from_zero(const Tensor &a) { return abs(a) + 0.5; }
+std::string away_from_zero_cpp(const std::string &a) { return "abs(" + a + ") + 0.5"; }
+
+/// A random non-empty subset of [0, rank) in increasing order.
+std::vector<int64_t> random_dims(ProgramGenerator &g, int64_t rank) {
+  std::vector<int64_t> dims;
+  while (dims.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      if (g.chance(0.4)) dims.push_back(d);
+  return dims;
+}
+
+/// The dims of a shape a parameter may take to broadcast against `shape`: some
+/// dims become 1 and leading dims may be dropped; a dim equal to the batch is
+/// always 1 (it may be the batch, which changes between calls).
+Shape broadcast_param_shape(ProgramGenerator &g, const Shape &shape) {
+  Shape s = shape;
+  for (auto &d : s)
+    if (d == g.program.batch || g.chance(0.3)) d = 1;
+  int64_t drop = g.uniform_int(0, static_cast<int64_t>(s.size()));
+  if (g.chance(0.5)) drop = 0;
+  s.erase(s.begin(), s.begin() + drop);
+  return s;
+}
+
+// ---- entry builders ------------------------------------------------------------
+
+OpDef unary(const char *name, std::function<Tensor(const Tensor &)> f, std::function<std::string(const std::string &)> cpp,
+            double weight = 1.0) {
+  return OpDef{name, false,
+               [](ProgramGenerator &g, Op &op) {
+                 int a = g.pick(is_float);
+                 if (a < 0) return false;
+                 op.args = {a};
+                 return true;
+               },
+               [f](const Op &, const std::vector<Tensor> &in) { return f(in[0]); },
+               [cpp](const Op &, const std::vector<std::string> &n) { return cpp(n[0]); }, weight};
+}
+
+/// A binary op on a and a b that broadcasts with it (an existing value or a
+/// new parameter).
+OpDef binary(const char *name, std::function<Tensor(const Tensor &, const Tensor &)> f,
+             std::function<std::string(const std::string &, const std::string &)> cpp, double weight = 1.0) {
+  return OpDef{name, false,
+               [](ProgramGenerator &g, Op &op) {
+                 int a = g.pick(is_float);
+                 if (a < 0) return false;
+                 const Shape sa = g.value(a).sizes();
+                 int b = -1;
+                 if (g.chance(0.6)) {
+                   b = g.pick([&](const Tensor &t) {
+                     if (!is_float(t)) return false;
+                     try {
+                       return numel_of(broadcast_shapes(sa, t.sizes(), "fuzz")) <= 2048;
+                     } catch (const Error &) {
+                       return false;
+                     }
+                   });
+                 }
+                 if (b < 0) b = g.add_param(broadcast_param_shape(g, sa));
+                 op.args = g.chance(0.5) ? std::vector<int>{a, b} : std::vector<int>{b, a};
+                 return true;
+               },
+               [f](const Op &, const std::vector<Tensor> &in) { return f(in[0], in[1]); },
+               [cpp](const Op &, const std::vector<std::string> &n) { return cpp(n[0], n[1]); }, weight};
+}
+
+/// A reduction over random dims with keepdim: ints = {keepdim, dims...}.
+OpDef reduction(const char *name, std::function<Tensor(const Tensor &, const Shape &, bool)> f, const char *fn,
+                double weight = 1.0) {
+  std::string fn_name = fn;
+  return OpDef{name, false,
+               [](ProgramGenerator &g, Op &op) {
+                 int a = g.pick(is_float);
+                 if (a < 0) return false;
+                 const int64_t rank = g.value(a).dim();
+                 op.args = {a};
+                 op.ints = {g.chance(0.4) ? 1 : 0};
+                 if (rank > 0 && g.chance(0.85))
+                   for (int64_t d : random_dims(g, rank)) op.ints.push_back(d);
+                 return true;
+               },
+               [f](const Op &op, const std::vector<Tensor> &in) {
+                 return f(in[0], Shape(op.ints.begin() + 1, op.ints.end()), op.ints[0] != 0);
+               },
+               [fn_name](const Op &op, const std::vector<std::string> &n) {
+                 return fn_name + "(" + n[0] + ", " + ints_cpp(Shape(op.ints.begin() + 1, op.ints.end())) + ", " +
+                        (op.ints[0] ? "true" : "false") + ")";
+               },
+               weight};
+}
+
+/// An op over one dim of a value with rank >= 1: ints = {dim}.
+OpDef along_dim(const char *name, bool graph_break, std::function<Tensor(const Tensor &, int64_t)> f,
+                std::function<std::string(const std::string &, int64_t)> cpp, double weight = 1.0) {
+  return OpDef{name, graph_break,
+               [](ProgramGenerator &g, Op &op) {
+                 int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1); });
+                 if (a < 0) return false;
+                 op.args = {a};
+                 op.ints = {g.uniform_int(0, g.value(a).dim() - 1)};
+                 return true;
+               },
+               [f](const Op &op, const std::vector<Tensor> &in) { return f(in[0], op.ints[0]); },
+               [cpp](const Op &op, const std::vector<std::string> &n) { return cpp(n[0], op.ints[0]); }, weight};
+}
+
+// ---- layout ----------------------------------------------------------------------
+
+bool make_transpose(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 2); });
+  if (a < 0) return false;
+  const int64_t r = g.value(a).dim();
+  int64_t d0 = g.uniform_int(0, r - 1), d1 = g.uniform_int(0, r - 1);
+  if (d0 == d1) d1 = (d0 + 1) % r;
+  op.args = {a};
+  op.ints = {d0, d1};
+  return true;
+}
+
+bool make_permute(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 3); });
+  if (a < 0) return false;
+  op.args = {a};
+  op.ints.resize(g.value(a).dim());
+  for (size_t i = 0; i < op.ints.size(); ++i) op.ints[i] = static_cast<int64_t>(i);
+  std::shuffle(op.ints.begin(), op.ints.end(), g.rng);
+  return true;
+}
+
+/// Merges two adjacent dims or splits one by a factor; dim 0 is written -1,
+/// so the same reshape serves another batch size.
+bool make_reshape(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1); });
+  if (a < 0) return false;
+  Shape s = g.value(a).sizes();
+  if (s.size() >= 2 && g.chance(0.5)) {
+    const size_t d = g.uniform_int(0, s.size() - 2);
+    s[d] *= s[d + 1];
+    s.erase(s.begin() + d + 1);
+  } else {
+    const size_t d = g.uniform_int(0, s.size() - 1);
+    int64_t f = 0;
+    for (int64_t c : {2, 3, 4})
+      if (s[d] % c == 0 && s[d] > c) f = c;
+    if (f == 0 || s.size() >= 5) return false;
+    s[d] /= f;
+    s.insert(s.begin() + d + 1, f);
+  }
+  s[0] = -1;
+  op.args = {a};
+  op.ints = s;
+  return true;
+}
+
+bool make_expand(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) {
+    return is_float(t) && std::count(t.sizes().begin(), t.sizes().end(), int64_t{1}) > 0 && t.numel() <= 512;
+  });
+  if (a < 0) return false;
+  Shape s = g.value(a).sizes();
+  std::vector<size_t> ones;
+  for (size_t d = 0; d < s.size(); ++d) s[d] == 1 ? ones.push_back(d) : void(s[d] = -1);
+  s[ones[g.uniform_int(0, ones.size() - 1)]] = g.uniform_int(2, 3);
+  op.args = {a};
+  op.ints = s;
+  return true;
+}
+
+// ---- matmul family ------------------------------------------------------------------
+
+bool make_linear(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1) && t.size(-1) > 1; });
+  if (a < 0) return false;
+  const int64_t k = g.value(a).size(-1), n = g.uniform_int(2, 8);
+  op.args = {a, g.add_param({n, k})};
+  if (g.chance(0.7)) op.args.push_back(g.add_param({n}));
+  return true;
+}
+
+bool make_matmul_param(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 2); });
+  if (a < 0) return false;
+  op.args = {a, g.add_param({g.value(a).size(-1), g.uniform_int(2, 8)})};
+  return true;
+}
+
+bool make_bmm_expand(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return is_float(t) && t.dim() == 3; });
+  if (a < 0) return false;
+  op.args = {a, g.add_param({g.value(a).size(2), g.uniform_int(2, 6)})};
+  return true;
+}
+
+// ---- convolution and pooling (4-D values) ---------------------------------------------
+
+bool is_image(const Tensor &t) { return is_float(t) && t.dim() == 4 && t.size(2) >= 2 && t.size(3) >= 2; }
+
+/// ints = {stride, padding}; args = {x, weight[, bias]}.
+bool make_conv2d(ProgramGenerator &g, Op &op) {
+  int a = g.pick(is_image);
+  if (a < 0) return false;
+  const Tensor &x = g.value(a);
+  const int64_t k = std::min<int64_t>(g.uniform_int(1, 3), std::min(x.size(2), x.size(3)));
+  op.args = {a, g.add_param({g.uniform_int(1, 4), x.size(1), k, k})};
+  if (g.chance(0.5)) op.args.push_back(g.add_param({g.program.inputs[op.args[1]].shape[0]}));
+  op.ints = {g.uniform_int(1, 2), g.uniform_int(0, 1)};
+  return true;
+}
+
+/// ints = {kernel, stride}.
+bool make_pool(ProgramGenerator &g, Op &op) {
+  int a = g.pick(is_image);
+  if (a < 0) return false;
+  op.args = {a};
+  op.ints = {2, g.uniform_int(1, 2)};
+  return true;
+}
+
+// ---- indexing --------------------------------------------------------------------------
+
+/// index_select(a, d, idx) with idx [K] in [0, a.size(d)); ints = {d}.
+bool make_index_select(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1); });
+  if (a < 0) return false;
+  const int64_t d = g.uniform_int(0, g.value(a).dim() - 1);
+  op.args = {a, g.add_index({g.uniform_int(1, 5)}, g.value(a).size(d))};
+  op.ints = {d};
+  return true;
+}
+
+/// gather(a, d, idx) with idx no larger than a in any dim; ints = {d}.
+bool make_gather(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1); });
+  if (a < 0) return false;
+  Shape s = g.value(a).sizes();
+  const int64_t d = g.uniform_int(0, s.size() - 1);
+  const int64_t bound = s[d];
+  for (auto &e : s) e = g.uniform_int(1, e);
+  op.args = {a, g.add_index(s, bound)};
+  op.ints = {d};
+  return true;
+}
+
+/// narrow / slice-with-step / chunk over one dim of size >= 2: ints = {d, start, length or step}.
+bool make_window(ProgramGenerator &g, Op &op) {
+  int a = g.pick([](const Tensor &t) {
+    if (!is_float(t)) return false;
+    for (int64_t s : t.sizes())
+      if (s >= 2) return true;
+    return false;
+  });
+  if (a < 0) return false;
+  const Tensor &t = g.value(a);
+  int64_t d;
+  do d = g.uniform_int(0, t.dim() - 1);
+  while (t.size(d) < 2);
+  const int64_t start = g.uniform_int(0, t.size(d) - 2);
+  op.args = {a};
+  op.ints = {d, start, g.uniform_int(1, t.size(d) - start)};
+  return true;
+}
+
+/// cat/stack of a and a value of the same shape (or a new parameter).
+bool make_join(ProgramGenerator &g, Op &op) {
+  int a = g.pick(is_float);
+  if (a < 0 || g.value(a).dim() == 0) return false;
+  const Shape s = g.value(a).sizes();
+  int b = g.chance(0.5) ? g.pick([&](const Tensor &t) { return is_float(t) && t.sizes() == s && t.numel() <= 1024; }) : -1;
+  if (b < 0) {
+    if (std::find(s.begin(), s.end(), g.program.batch) != s.end()) return false;  // a parameter cannot follow the batch
+    b = g.add_param(s);
+  }
+  op.args = {a, b};
+  op.ints = {g.uniform_int(0, static_cast<int64_t>(s.size()) - 1)};
+  return true;
+}
+
+OpDef with_break(OpDef d) {
+  d.graph_break = true;
+  return d;
+}
+
+std::vector<OpDef> build_ops() {
+  std::vector<OpDef> t;
+  // -- pointwise unary
+  t.push_back(unary("neg", [](const Tensor &a) { return neg(a); }, [](auto a) { return "neg(" + a + ")"; }));
+  t.push_back(unary("exp", [](const Tensor &a) { return exp(a); }, [](auto a) { return "exp(" + a + ")"; }));
+  t.push_back(unary("relu", [](const Tensor &a) { return relu(a); }, [](auto a) { return "relu(" + a + ")"; }));
+  t.push_back(unary("tanh", [](const Tensor &a) { return tanh(a); }, [](auto a) { return "tanh(" + a + ")"; }));
+  t.push_back(unary("sigmoid", [](const Tensor &a) { return sigmoid(a); }, [](auto a) { return "sigmoid(" + a + ")"; }));
+  t.push_back(unary("silu", [](const Tensor &a) { return silu(a); }, [](auto a) { return "silu(" + a + ")"; }));
+  t.push_back(unary("gelu_tanh", [](const Tensor &a) { return gelu(a, "tanh"); },
+                    [](auto a) { return "gelu(" + a + ", \"tanh\")"; }));
+  t.push_back(with_break(unary("gelu", [](const Tensor &a) { return gelu(a); }, [](auto a) { return "gelu(" + a + ")"; })));
+  t.push_back(unary("abs", [](const Tensor &a) { return abs(a); }, [](auto a) { return "abs(" + a + ")"; }));
+  t.push_back(unary("sin", [](const Tensor &a) { return sin(a); }, [](auto a) { return "sin(" + a + ")"; }));
+  t.push_back(unary("cos", [](const Tensor &a) { return cos(a); }, [](auto a) { return "cos(" + a + ")"; }));
+  t.push_back(unary("log", [](const Tensor &a) { return log(away_from_zero(a)); },
+                    [](auto a) { return "log(" + away_from_zero_cpp(a) + ")"; }));
+  t.push_back(unary("sqrt", [](const Tensor &a) { return sqrt(away_from_zero(a)); },
+                    [](auto a) { return "sqrt(" + away_from_zero_cpp(a) + ")"; }));
+  t.push_back(unary("rsqrt", [](const Tensor &a) { return rsqrt(away_from_zero(a)); },
+                    [](auto a) { return "rsqrt(" + away_from_zero_cpp(a) + ")"; }));
+  t.push_back(unary("round_bf16", [](const Tensor &a) { return a.to(kBFloat16).to(a.dtype()); },
+                    [](auto a) { return a + ".to(kBFloat16).to(" + a + ".dtype())"; }, 0.5));
+  t.push_back(unary("round_f16", [](const Tensor &a) { return a.to(kFloat16).to(a.dtype()); },
+                    [](auto a) { return a + ".to(kFloat16).to(" + a + ".dtype())"; }, 0.5));
+  t.push_back(unary("via_f64", [](const Tensor &a) { return (a.to(kFloat64) * 2.0).to(a.dtype()); },
+                    [](auto a) { return "(" + a + ".to(kFloat64) * 2.0).to(" + a + ".dtype())"; }, 0.3));
+  t.push_back(unary("contiguous_clone", [](const Tensor &a) { return a.clone() * 1.5; },
+                    [](auto a) { return a + ".clone() * 1.5"; }, 0.3));
+  // -- pointwise with a scalar: scalar = the constant
+  t.push_back(OpDef{"pow", false,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick(is_float);
+                      if (a < 0) return false;
+                      const double exps[] = {0, 1, 2, 3, 0.5, -1, 1.5};
+                      op.args = {a};
+                      op.scalar = exps[g.uniform_int(0, 6)];
+                      return true;
+                    },
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      const bool integral = op.scalar >= 0 && op.scalar == std::floor(op.scalar);
+                      return pow(integral ? in[0] : away_from_zero(in[0]), op.scalar);
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      const bool integral = op.scalar >= 0 && op.scalar == std::floor(op.scalar);
+                      return "pow(" + (integral ? n[0] : away_from_zero_cpp(n[0])) + ", " + num(op.scalar) + ")";
+                    }});
+  t.push_back(OpDef{"clamp", false,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick(is_float);
+                      if (a < 0) return false;
+                      op.args = {a};
+                      op.scalar = g.uniform(0.1, 1.5);
+                      op.ints = {g.uniform_int(0, 2)};  // 0: both bounds, 1: min only, 2: max only
+                      return true;
+                    },
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      const double lo = op.ints[0] == 2 ? -INFINITY : -op.scalar;
+                      const double hi = op.ints[0] == 1 ? INFINITY : op.scalar;
+                      return clamp(in[0], lo, hi);
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      const std::string lo = op.ints[0] == 2 ? "-INFINITY" : num(-op.scalar);
+                      const std::string hi = op.ints[0] == 1 ? "INFINITY" : num(op.scalar);
+                      return "clamp(" + n[0] + ", " + lo + ", " + hi + ")";
+                    }});
+  auto scalar_op = [](const char *name, bool is_mul) {
+    return OpDef{name, false,
+                 [](ProgramGenerator &g, Op &op) {
+                   int a = g.pick(is_float);
+                   if (a < 0) return false;
+                   op.args = {a};
+                   op.scalar = std::round(g.uniform(-3, 3) * 4) / 4;
+                   return true;
+                 },
+                 [is_mul](const Op &op, const std::vector<Tensor> &in) {
+                   return is_mul ? in[0] * op.scalar : in[0] + op.scalar;
+                 },
+                 [is_mul](const Op &op, const std::vector<std::string> &n) {
+                   return n[0] + (is_mul ? " * " : " + ") + num(op.scalar);
+                 }};
+  };
+  t.push_back(scalar_op("mul_scalar", true));
+  t.push_back(scalar_op("add_scalar", false));
+  // NaN on purpose where a > scalar: must propagate through every later op as in eager.
+  t.push_back(OpDef{"masked_nan", false,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick(is_float);
+                      if (a < 0) return false;
+                      op.args = {a};
+                      op.scalar = g.uniform(1.0, 2.0);
+                      return true;
+                    },
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      return masked_fill(in[0], gt(in[0], scalar_tensor(op.scalar, in[0].dtype())), NAN);
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "masked_fill(" + n[0] + ", gt(" + n[0] + ", scalar_tensor(" + num(op.scalar) + ", " + n[0] +
+                             ".dtype())), NAN)";
+                    },
+                    0.4});
+  t.push_back(OpDef{"masked_zero", false,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick(is_float);
+                      if (a < 0) return false;
+                      op.args = {a};
+                      op.scalar = g.uniform(-0.5, 0.5);
+                      return true;
+                    },
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      return masked_fill(in[0], lt(in[0], scalar_tensor(op.scalar, in[0].dtype())), 0.0);
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "masked_fill(" + n[0] + ", lt(" + n[0] + ", scalar_tensor(" + num(op.scalar) + ", " + n[0] +
+                             ".dtype())), 0.0)";
+                    },
+                    0.5});
+  // -- pointwise binary (broadcasting)
+  t.push_back(binary("add", [](const Tensor &a, const Tensor &b) { return a + b; },
+                     [](auto a, auto b) { return a + " + " + b; }, 2));
+  t.push_back(binary("sub", [](const Tensor &a, const Tensor &b) { return a - b; },
+                     [](auto a, auto b) { return a + " - " + b; }));
+  t.push_back(binary("mul", [](const Tensor &a, const Tensor &b) { return a * b; },
+                     [](auto a, auto b) { return a + " * " + b; }, 2));
+  t.push_back(binary("div", [](const Tensor &a, const Tensor &b) { return a / away_from_zero(b); },
+                     [](auto a, auto b) { return a + " / (" + away_from_zero_cpp(b) + ")"; }));
+  t.push_back(binary("maximum", [](const Tensor &a, const Tensor &b) { return maximum(a, b); },
+                     [](auto a, auto b) { return "maximum(" + a + ", " + b + ")"; }));
+  t.push_back(binary("where_lt", [](const Tensor &a, const Tensor &b) { return where(lt(a, b), a * 2.0, b); },
+                     [](auto a, auto b) { return "where(lt(" + a + ", " + b + "), " + a + " * 2.0, " + b + ")"; }));
+  // -- reductions
+  t.push_back(reduction("sum", [](const Tensor &a, const Shape &d, bool k) { return sum(a, d, k); }, "sum", 1.5));
+  t.push_back(reduction("mean", [](const Tensor &a, const Shape &d, bool k) { return mean(a, d, k); }, "mean"));
+  t.push_back(reduction("amax", [](const Tensor &a, const Shape &d, bool k) { return amax(a, d, k); }, "amax"));
+  t.push_back(reduction("var", [](const Tensor &a, const Shape &d, bool k) { return var(a, d, 0, k); }, "var_biased"));
+  t.push_back(reduction("logsumexp", [](const Tensor &a, const Shape &d, bool k) { return logsumexp(a, d, k); },
+                        "logsumexp"));
+  t.push_back(along_dim("softmax", false, [](const Tensor &a, int64_t d) { return F::softmax(a, d); },
+                        [](auto a, int64_t d) { return "nn::functional::softmax(" + a + ", " + std::to_string(d) + ")"; }));
+  t.push_back(along_dim("log_softmax", false, [](const Tensor &a, int64_t d) { return F::log_softmax(a, d); },
+                        [](auto a, int64_t d) {
+                          return "nn::functional::log_softmax(" + a + ", " + std::to_string(d) + ")";
+                        }));
+  t.push_back(along_dim("max_dim", true, [](const Tensor &a, int64_t d) { return max(a, d).first; },
+                        [](auto a, int64_t d) { return "max(" + a + ", " + std::to_string(d) + ").first"; }, 0.5));
+  t.push_back(along_dim("argmax", true, [](const Tensor &a, int64_t d) { return argmax(a, d).to(kFloat32) + a.sum(); },
+                        [](auto a, int64_t d) {
+                          return "argmax(" + a + ", " + std::to_string(d) + ").to(kFloat32) + " + a + ".sum()";
+                        },
+                        0.5));
+  t.push_back(along_dim("cumsum", true, [](const Tensor &a, int64_t d) { return cumsum(a, d); },
+                        [](auto a, int64_t d) { return "cumsum(" + a + ", " + std::to_string(d) + ")"; }, 0.5));
+  t.push_back(OpDef{"layer_norm", false,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1) && t.size(-1) > 1; });
+                      if (a < 0) return false;
+                      op.args = {a};
+                      if (g.chance(0.7)) {
+                        op.args.push_back(g.add_param({g.value(a).size(-1)}));
+                        op.args.push_back(g.add_param({g.value(a).size(-1)}));
+                      }
+                      return true;
+                    },
+                    [](const Op &, const std::vector<Tensor> &in) {
+                      return in.size() == 3 ? F::layer_norm(in[0], {in[0].size(-1)}, in[1], in[2])
+                                            : F::layer_norm(in[0], {in[0].size(-1)});
+                    },
+                    [](const Op &, const std::vector<std::string> &n) {
+                      return "nn::functional::layer_norm(" + n[0] + ", {" + n[0] + ".size(-1)}" +
+                             (n.size() == 3 ? ", " + n[1] + ", " + n[2] : std::string()) + ")";
+                    }});
+  // -- layout
+  t.push_back(OpDef{"transpose", false, make_transpose,
+                    [](const Op &op, const std::vector<Tensor> &in) { return in[0].transpose(op.ints[0], op.ints[1]); },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return n[0] + ".transpose(" + std::to_string(op.ints[0]) + ", " + std::to_string(op.ints[1]) + ")";
+                    }});
+  t.push_back(OpDef{"permute", false, make_permute,
+                    [](const Op &op, const std::vector<Tensor> &in) { return in[0].permute(op.ints); },
+                    [](const Op &op, const std::vector<std::string> &n) { return n[0] + ".permute(" + ints_cpp(op.ints) + ")"; },
+                    0.5});
+  t.push_back(OpDef{"reshape", false, make_reshape,
+                    [](const Op &op, const std::vector<Tensor> &in) { return in[0].reshape(op.ints); },
+                    [](const Op &op, const std::vector<std::string> &n) { return n[0] + ".reshape(" + ints_cpp(op.ints) + ")"; }});
+  t.push_back(OpDef{"expand", false, make_expand,
+                    [](const Op &op, const std::vector<Tensor> &in) { return in[0].expand(op.ints); },
+                    [](const Op &op, const std::vector<std::string> &n) { return n[0] + ".expand(" + ints_cpp(op.ints) + ")"; },
+                    0.5});
+  t.push_back(along_dim("unsqueeze", false, [](const Tensor &a, int64_t d) { return a.unsqueeze(d); },
+                        [](auto a, int64_t d) { return a + ".unsqueeze(" + std::to_string(d) + ")"; }, 0.5));
+  t.push_back(OpDef{"narrow", true, make_window,
+                    [](const Op &op, const std::vector<Tensor> &in) { return in[0].narrow(op.ints[0], op.ints[1], op.ints[2]); },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return n[0] + ".narrow(" + std::to_string(op.ints[0]) + ", " + std::to_string(op.ints[1]) + ", " +
+                             std::to_string(op.ints[2]) + ")";
+                    },
+                    0.7});
+  t.push_back(OpDef{"slice_step", true, make_window,
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      return slice(in[0], op.ints[0], op.ints[1], INT64_MAX, 1 + op.ints[2] % 2);
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "slice(" + n[0] + ", " + std::to_string(op.ints[0]) + ", " + std::to_string(op.ints[1]) +
+                             ", INT64_MAX, " + std::to_string(1 + op.ints[2] % 2) + ")";
+                    },
+                    0.7});
+  t.push_back(OpDef{"chunk", true, make_window,
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      auto pieces = chunk(in[0], 2, op.ints[0]);
+                      return pieces[op.ints[1] % pieces.size()];
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "chunk(" + n[0] + ", 2, " + std::to_string(op.ints[0]) + ")[" + std::to_string(op.ints[1]) +
+                             " % chunk(" + n[0] + ", 2, " + std::to_string(op.ints[0]) + ").size()]";
+                    },
+                    0.5});
+  t.push_back(OpDef{"cat", true, make_join,
+                    [](const Op &op, const std::vector<Tensor> &in) { return cat({in[0], in[1]}, op.ints[0]); },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "cat({" + n[0] + ", " + n[1] + "}, " + std::to_string(op.ints[0]) + ")";
+                    },
+                    0.6});
+  t.push_back(OpDef{"stack", true, make_join,
+                    [](const Op &op, const std::vector<Tensor> &in) { return stack({in[0], in[1]}, op.ints[0]); },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "stack({" + n[0] + ", " + n[1] + "}, " + std::to_string(op.ints[0]) + ")";
+                    },
+                    0.4});
+  // -- matmul family
+  t.push_back(OpDef{"linear", false, make_linear,
+                    [](const Op &, const std::vector<Tensor> &in) {
+                      return F::linear(in[0], in[1], in.size() == 3 ? in[2] : Tensor());
+                    },
+                    [](const Op &, const std::vector<std::string> &n) {
+                      return "nn::functional::linear(" + n[0] + ", " + n[1] + (n.size() == 3 ? ", " + n[2] : std::string()) +
+                             ")";
+                    },
+                    1.5});
+  t.push_back(OpDef{"matmul", false, make_matmul_param,
+                    [](const Op &, const std::vector<Tensor> &in) { return matmul(in[0], in[1]); },
+                    [](const Op &, const std::vector<std::string> &n) { return "matmul(" + n[0] + ", " + n[1] + ")"; }});
+  t.push_back(OpDef{"matmul_self", false,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick([](const Tensor &t) { return rank_at_least(t, 2) && t.numel() <= 256; });
+                      if (a < 0) return false;
+                      op.args = {a};
+                      return true;
+                    },
+                    [](const Op &, const std::vector<Tensor> &in) { return matmul(in[0], in[0].transpose(-1, -2)); },
+                    [](const Op &, const std::vector<std::string> &n) {
+                      return "matmul(" + n[0] + ", " + n[0] + ".transpose(-1, -2))";
+                    },
+                    0.6});
+  t.push_back(OpDef{"bmm_expand", false, make_bmm_expand,
+                    [](const Op &, const std::vector<Tensor> &in) {
+                      return bmm(in[0], in[1].unsqueeze(0).expand({in[0].size(0), -1, -1}));
+                    },
+                    [](const Op &, const std::vector<std::string> &n) {
+                      return "bmm(" + n[0] + ", " + n[1] + ".unsqueeze(0).expand({" + n[0] + ".size(0), -1, -1}))";
+                    },
+                    0.5});
+  // -- convolution and pooling
+  t.push_back(OpDef{"conv2d", true, make_conv2d,
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      return F::conv2d(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), {op.ints[0], op.ints[0]},
+                                       {op.ints[1], op.ints[1]});
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      const std::string s = std::to_string(op.ints[0]), p = std::to_string(op.ints[1]);
+                      return "nn::functional::conv2d(" + n[0] + ", " + n[1] + ", " + (n.size() == 3 ? n[2] : "Tensor()") +
+                             ", {" + s + ", " + s + "}, {" + p + ", " + p + "})";
+                    }});
+  t.push_back(OpDef{"max_pool2d", true, make_pool,
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      return F::max_pool2d(in[0], {op.ints[0], op.ints[0]}, {op.ints[1], op.ints[1]});
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      const std::string k = std::to_string(op.ints[0]), s = std::to_string(op.ints[1]);
+                      return "nn::functional::max_pool2d(" + n[0] + ", {" + k + ", " + k + "}, {" + s + ", " + s + "})";
+                    },
+                    0.5});
+  t.push_back(OpDef{"avg_pool2d", true, make_pool,
+                    [](const Op &op, const std::vector<Tensor> &in) {
+                      return F::avg_pool2d(in[0], {op.ints[0], op.ints[0]}, {op.ints[1], op.ints[1]});
+                    },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      const std::string k = std::to_string(op.ints[0]), s = std::to_string(op.ints[1]);
+                      return "nn::functional::avg_pool2d(" + n[0] + ", {" + k + ", " + k + "}, {" + s + ", " + s + "})";
+                    },
+                    0.5});
+  // -- indexing
+  t.push_back(OpDef{"index_select", true, make_index_select,
+                    [](const Op &op, const std::vector<Tensor> &in) { return index_select(in[0], op.ints[0], in[1]); },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "index_select(" + n[0] + ", " + std::to_string(op.ints[0]) + ", " + n[1] + ")";
+                    },
+                    0.6});
+  t.push_back(OpDef{"gather", true, make_gather,
+                    [](const Op &op, const std::vector<Tensor> &in) { return gather(in[0], op.ints[0], in[1]); },
+                    [](const Op &op, const std::vector<std::string> &n) {
+                      return "gather(" + n[0] + ", " + std::to_string(op.ints[0]) + ", " + n[1] + ")";
+                    },
+                    0.6});
+  // -- graph breaks around host reads, autograd and in-place updates
+  t.push_back(OpDef{"item_branch", true,
+                    [](ProgramGenerator &g, Op &op) {
+                      int a = g.pick(is_float);
+                      if (a < 0) return false;
+                      op.args = {a};
+                      return true;
+                    },
+                    [](const Op &, const std::vector<Tensor> &in) {
+                      return in[0].sum().item() > 0 ? in[0] * 2.0 : in[0] - 1.0;
+                    },
+                    [](const Op &, const std::vector<std::string> &n) {
+                      return "(" + n[0] + ".sum().item() > 0 ? " + n[0] + " * 2.0 : " + n[0] + " - 1.0)";
+                    },
+                    0.5});
+  t.push_back(unary("item_scale", [](const Tensor &a) { return a * std::tanh(a.sum().item()); },
+                    [](auto a) { return a + " * std::tanh(" + a + ".sum().item())"; }, 0.3));
+  t.back().graph_break = true;
+  t.push_back(unary("detach_mul", [](const Tensor &a) { return a * a.detach(); },
+                    [](auto a) { return a + " * " + a + ".detach()"; }, 0.5));
+  t.push_back(unary("clone_inplace",
+                    [](const Tensor &a) {
+                      Tensor c = a.detach().clone();
+                      c.mul_(2.0);
+                      return c + a;
+                    },
+                    [](auto a) {
+                      return "[&] { Tensor c = " + a + ".detach().clone(); c.mul_(2.0); return c + " + a + "; }()";
+                    },
+                    0.5));
+  t.back().graph_break = true;
+  t.push_back(unary("checkpoint",
+                    [](const Tensor &a) {
+                      return autograd::checkpoint([](const autograd::TensorList &in) { return tanh(in[0]) * in[0]; }, {a});
+                    },
+                    [](auto a) {
+                      return "autograd::checkpoint([](const autograd::TensorList &in) { return tanh(in[0]) * in[0]; }, {" +
+                             a + "})";
+                    },
+                    0.5));
+  t.push_back(unary("dropout", [](const Tensor &a) { return F::dropout(a, 0.3, true); },
+                    [](auto a) { return "nn::functional::dropout(" + a + ", 0.3, true)"; }, 0.4));
+  return t;
+}
+
+}  // namespace
+
+const std::vector<OpDef> &ops() {
+  static const std::vector<OpDef> table = build_ops();
+  return table;
+}
+
+const OpDef &op_def(const std::string &name) {
+  for (const OpDef &d : ops())
+    if (name == d.name) return d;
+  throw Error("kiln-fuzz: unknown op '" + name + "'");
+}
+
+// ---- the generator ---------------------------------------------------------------------
+
+int ProgramGenerator::pick(const std::function<bool(const Tensor &)> &ok) {
+  std::map<int, int> uses;
+  for (const Op &op : program.ops)
+    for (int a : op.args) ++uses[a];
+  std::vector<int> ids;
+  std::vector<double> weights;
+  auto consider = [&](int id, double recency) {
+    if (!ok(value(id))) return;
+    ids.push_back(id);
+    // Recent values and values nobody reads yet are preferred: long chains,
+    // and few dead ops.
+    weights.push_back(recency * (uses.count(id) ? 1.0 : 3.0));
+  };
+  consider(0, 1.0);  // x; parameters are read by the op that made them
+  for (size_t j = 0; j < op_values.size(); ++j) consider(kOpValue + static_cast<int>(j), 2.0 + static_cast<double>(j));
+  if (ids.empty()) return -1;
+  return ids[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)];
+}
+
+int ProgramGenerator::add_param(const Shape &shape) {
+  Input in;
+  in.shape = shape;
+  in.requires_grad = chance(0.6);
+  in.buffer = !in.requires_grad && chance(0.5);
+  program.inputs.push_back(in);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> v(numel_of(shape));
+  for (auto &e : v) e = normal(rng);
+  input_values.push_back(tensor(v, shape));
+  return static_cast<int>(program.inputs.size()) - 1;
+}
+
+int ProgramGenerator::add_index(const Shape &shape, int64_t bound) {
+  Input in;
+  in.shape = shape;
+  in.buffer = true;
+  in.index_bound = bound;
+  program.inputs.push_back(in);
+  std::vector<int64_t> v(numel_of(shape));
+  for (auto &e : v) e = uniform_int(0, bound - 1);
+  input_values.push_back(tensor(v, shape));
+  return static_cast<int>(program.inputs.size()) - 1;
+}
+
+namespace {
+
+/// A new op's result is kept if it is small and, unless an operand was
+/// already non-finite, finite and moderate (|v| < 1e4).
+bool acceptable(const Tensor &result, const std::vector<Tensor> &operands) {
+  if (!result.defined() || result.numel() == 0 || result.numel() > 2048) return false;
+  for (const Tensor &t : operands)
+    if (t.is_floating_point())
+      for (double v : t.to_vector<double>())
+        if (!std::isfinite(v)) return true;
+  for (double v : result.to_vector<double>())
+    if (!std::isfinite(v) || std::abs(v) >= 1e4) return false;
+  return true;
+}
+
+}  // namespace
+
+Program ProgramGenerator::generate() {
+  program = Program();
+  op_values.clear();
+  program.batch = uniform_int(2, 5);
+  Input x;
+  const int kind = static_cast<int>(uniform_int(0, 3));
+  if (kind == 0) x.shape = {program.batch, uniform_int(2, 8)};
+  if (kind == 1) x.shape = {program.batch, uniform_int(2, 4), uniform_int(2, 6)};
+  if (kind == 2) x.shape = {program.batch, uniform_int(1, 3), uniform_int(3, 6), uniform_int(3, 6)};
+  if (kind == 3) x.shape = {program.batch, uniform_int(2, 12)};
+  x.requires_grad = chance(0.5);
+  program.inputs.push_back(x);
+  input_values = make_inputs(program, program.batch, rng());
+
+  const int target = static_cast<int>(uniform_int(2, 12));
+  std::vector<double> weights;
+  for (const OpDef &d : ops()) weights.push_back(d.weight);
+  std::discrete_distribution<size_t> choose(weights.begin(), weights.end());
+  for (int attempt = 0; static_cast<int>(program.ops.size()) < target && attempt < 40 * target; ++attempt) {
+    const OpDef &def = ops()[choose(rng)];
+    const size_t inputs_before = program.inputs.size();
+    Op op;
+    op.name = def.name;
+    bool ok = false;
+    try {
+      if (def.make(*this, op)) {
+        std::vector<Tensor> operands;
+        for (int a : op.args) operands.push_back(value(a));
+        Tensor result = def.apply(op, operands);
+        if (acceptable(result, operands)) {
+          program.ops.push_back(op);
+          op_values.push_back(result.detach());
+          ok = true;
+        }
+      }
+    } catch (const Error &) {
+    }
+    if (!ok) {  // drop the inputs the rejected op added
+      program.inputs.resize(inputs_before);
+      input_values.resize(inputs_before);
+    }
+  }
+  // Final numbering: inputs, then op values.
+  const int n_inputs = static_cast<int>(program.inputs.size());
+  for (Op &op : program.ops)
+    for (int &a : op.args)
+      if (a >= kOpValue) a = n_inputs + (a - kOpValue);
+  return program;
+}
+
+}  // namespace kiln::fuzz

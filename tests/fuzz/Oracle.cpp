@@ -1,0 +1,306 @@
+// Oracle.cpp - compiled vs eager vs float64 for one program; the shrinker.
+#include "Oracle.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace kiln::fuzz {
+
+namespace {
+
+/// The program as a module: x in, the last op's value out; the other inputs
+/// registered as parameters ("p<k>", requires_grad as the program says) or
+/// buffers. `float_type` converts the float inputs (float64 for the reference).
+class ProgramModule : public nn::Module {
+public:
+  ProgramModule(const Program &p, const std::vector<Tensor> &inputs, DType float_type) : program_(p) {
+    for (size_t i = 1; i < p.inputs.size(); ++i) {
+      const Input &in = p.inputs[i];
+      Tensor t = inputs[i].clone();
+      if (t.is_floating_point()) t = t.to(float_type);
+      const std::string name = "p" + std::to_string(i);
+      tensors_.push_back(in.buffer || in.index_bound > 0 ? register_buffer(name, t)
+                                                           : register_parameter(name, t, in.requires_grad));
+    }
+  }
+  Tensor forward(const Tensor &x) override {
+    std::vector<Tensor> values{x};
+    values.insert(values.end(), tensors_.begin(), tensors_.end());
+    return run_program(program_, std::move(values)).back();
+  }
+  std::string name() const override { return "FuzzProgram"; }
+  const std::vector<Tensor> &tensors() const { return tensors_; }
+
+private:
+  Program program_;
+  std::vector<Tensor> tensors_;
+};
+
+/// The tensors one call produces: the output and the gradients of x and of
+/// every parameter (undefined when there is none).
+struct CallResult {
+  std::vector<Tensor> tensors;
+  std::vector<std::string> names;
+};
+
+Tensor fixed_weights(const Shape &shape, uint64_t seed, DType type) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> v(numel_of(shape));
+  for (auto &e : v) e = normal(rng);
+  return tensor(v, shape).to(type);
+}
+
+CallResult run_call(nn::Module &m, const std::vector<Tensor> &params, const Tensor &x_value, bool x_grad,
+                    uint64_t seed, DType float_type) {
+  m.zero_grad(true);
+  Tensor x = x_value.to(float_type).detach();  // a leaf of its own: the caller's x is reused
+  if (x_grad) x.requires_grad_(true);
+  manual_seed(seed);  // dropout draws the same masks in every run
+  CallResult r;
+  Tensor out = m.forward(x);
+  if (out.requires_grad()) {
+    Tensor w = fixed_weights(out.sizes(), seed + 7, out.dtype());
+    sum(out * w).backward();
+  }
+  r.tensors.push_back(out.detach());
+  r.names.push_back("output");
+  r.tensors.push_back(x.grad());
+  r.names.push_back("x.grad");
+  for (size_t i = 0; i < params.size(); ++i) {
+    r.tensors.push_back(params[i].grad());
+    r.names.push_back("p" + std::to_string(i + 1) + ".grad");
+  }
+  return r;
+}
+
+double rmse(const std::vector<double> &ref, const std::vector<double> &v, const std::vector<bool> &use) {
+  double s = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (use[i]) s += (ref[i] - v[i]) * (ref[i] - v[i]), ++n;
+  return n ? std::sqrt(s / n) : 0.0;
+}
+
+/// Empty if `c` (compiled) passes against `e` (eager) and `r` (float64).
+std::string compare(const Tensor &c, const Tensor &e, const Tensor &r, double multiplier) {
+  if (c.defined() != e.defined())
+    return std::string("compiled ") + (c.defined() ? "defined" : "undefined") + ", eager " +
+           (e.defined() ? "defined" : "undefined");
+  if (!e.defined()) return "";
+  if (c.sizes() != e.sizes()) return "shape " + shape_str(c.sizes()) + " compiled, " + shape_str(e.sizes()) + " eager";
+  if (c.dtype() != e.dtype())
+    return std::string("dtype ") + dtype_name(c.dtype()) + " compiled, " + dtype_name(e.dtype()) + " eager";
+  const auto cv = c.to_vector<double>(), ev = e.to_vector<double>();
+  const auto rv = r.defined() && r.sizes() == e.sizes() ? r.to_vector<double>() : ev;
+  std::ostringstream os;
+  os.precision(9);
+  std::vector<bool> finite(cv.size());
+  bool close = true;
+  size_t worst = 0;
+  double worst_diff = -1;
+  for (size_t i = 0; i < cv.size(); ++i) {
+    const bool cf = std::isfinite(cv[i]), ef = std::isfinite(ev[i]);
+    if (!cf || !ef) {
+      const bool same = (std::isnan(cv[i]) && std::isnan(ev[i])) || cv[i] == ev[i];
+      if (!same) {
+        os << "element " << i << ": " << cv[i] << " compiled, " << ev[i] << " eager (NaN/Inf must match)";
+        return os.str();
+      }
+      continue;
+    }
+    finite[i] = std::isfinite(rv[i]);
+    const double diff = std::abs(cv[i] - ev[i]);
+    if (!c.is_floating_point() && diff != 0) {
+      os << "element " << i << ": " << cv[i] << " compiled, " << ev[i] << " eager (integers must be equal)";
+      return os.str();
+    }
+    if (diff > 1e-4 + 1e-4 * std::abs(ev[i])) close = false;
+    if (diff > worst_diff) worst_diff = diff, worst = i;
+  }
+  if (close) return "";
+  const double rc = rmse(rv, cv, finite), re = rmse(rv, ev, finite);
+  if (rc <= multiplier * re + 1e-5) return "";
+  os << "element " << worst << ": " << cv[worst] << " compiled, " << ev[worst] << " eager, " << rv[worst]
+     << " float64; rmse vs float64 " << rc << " compiled, " << re << " eager";
+  return os.str();
+}
+
+}  // namespace
+
+std::string Options::str() const {
+  std::ostringstream os;
+  os << "budget=" << memory_budget << " remat=" << remat << " autocast=" << dtype_name(autocast)
+     << " batch2=" << batch2;
+  return os.str();
+}
+
+Options Options::parse(const std::string &text) {
+  Options o;
+  std::stringstream ss(text);
+  std::string tok;
+  while (ss >> tok) {
+    const size_t eq = tok.find('=');
+    KILN_CHECK(eq != std::string::npos, "kiln-fuzz: bad option '", tok, "' (expected key=value)");
+    const std::string k = tok.substr(0, eq), v = tok.substr(eq + 1);
+    if (k == "budget") o.memory_budget = std::stod(v);
+    else if (k == "remat") o.remat = v == "1";
+    else if (k == "batch2") o.batch2 = std::stoll(v);
+    else if (k == "autocast") o.autocast = v == "bfloat16" ? kBFloat16 : v == "float16" ? kFloat16 : kFloat32;
+    else throw Error("kiln-fuzz: unknown option '" + k + "' (budget, remat, autocast, batch2)");
+  }
+  return o;
+}
+
+Options Options::random(std::mt19937_64 &rng, int64_t batch) {
+  auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  Options o;
+  if (chance(0.3)) o.memory_budget = chance(0.3) ? 0.0 : std::round(std::uniform_real_distribution<double>(0, 1)(rng) * 20) / 20;
+  o.remat = !chance(0.15);
+  if (chance(0.2)) o.autocast = chance(0.6) ? kBFloat16 : kFloat16;
+  if (chance(0.4)) o.batch2 = batch + std::uniform_int_distribution<int64_t>(1, 3)(rng);
+  return o;
+}
+
+Verdict check(const Program &p, const Options &o, uint64_t seed) {
+  const std::vector<Tensor> inputs = make_inputs(p, p.batch, seed);
+  ProgramModule eager(p, inputs, kFloat32), reference(p, inputs, kFloat64);
+  auto inner = std::make_shared<ProgramModule>(p, inputs, kFloat32);
+  CompileOptions copts;
+  copts.memory_budget = o.memory_budget;
+  copts.remat = o.remat;
+  copts.autocast = o.autocast;
+  auto compiled = compile(inner, copts);
+  const bool low_precision = o.autocast != kFloat32;
+  std::vector<int64_t> batches{p.batch, p.batch};
+  if (o.batch2 > 0) batches.push_back(o.batch2);
+  Verdict v;
+  for (size_t call = 0; call < batches.size(); ++call) {
+    const uint64_t call_seed = seed * 1000003 + call + 1;
+    const Tensor x = make_inputs(p, batches[call], call_seed)[0];
+    CallResult e, r, c;
+    try {
+      std::unique_ptr<AutocastGuard> amp;
+      if (low_precision) amp = std::make_unique<AutocastGuard>(o.autocast);
+      e = run_call(eager, eager.tensors(), x, p.inputs[0].requires_grad, call_seed, kFloat32);
+      amp.reset();
+      r = run_call(reference, reference.tensors(), x, p.inputs[0].requires_grad, call_seed, kFloat64);
+    } catch (const Error &err) {
+      if (call == 2) break;  // the program does not fit the second batch size
+      v.status = Verdict::Invalid;
+      v.message = std::string("eager throws: ") + err.what();
+      return v;
+    }
+    try {
+      c = run_call(*compiled, inner->tensors(), x, p.inputs[0].requires_grad, call_seed, kFloat32);
+    } catch (const std::exception &err) {
+      v.status = Verdict::CompiledError;
+      v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) +
+                  "): compiled throws where eager runs: " + err.what();
+      return v;
+    }
+    for (size_t k = 0; k < e.tensors.size(); ++k) {
+      const bool half = e.tensors[k].defined() && (e.tensors[k].dtype() == kBFloat16 || e.tensors[k].dtype() == kFloat16);
+      std::string why = compare(c.tensors[k], e.tensors[k], r.tensors[k], low_precision || half ? 3.0 : 2.0);
+      if (!why.empty()) {
+        v.status = Verdict::Mismatch;
+        v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) + "), " +
+                    e.names[k] + ": " + why;
+        return v;
+      }
+    }
+  }
+  return v;
+}
+
+// ---- shrinking ---------------------------------------------------------------------------
+
+namespace {
+
+/// `p` without op `k`: its readers read its first operand instead.
+bool drop_op(const Program &p, size_t k, Program *out) {
+  const Op &op = p.ops[k];
+  if (op.args.empty()) return false;
+  const int removed = static_cast<int>(p.inputs.size() + k);
+  *out = p;
+  out->ops.erase(out->ops.begin() + k);
+  for (Op &o : out->ops)
+    for (int &a : o.args)
+      if (a == removed) a = op.args[0];
+      else if (a > removed) --a;
+  return !out->ops.empty();
+}
+
+/// `p` without input `k` (>= 1) if nothing reads it.
+bool drop_input(const Program &p, size_t k, Program *out) {
+  const int id = static_cast<int>(k);
+  for (const Op &o : p.ops)
+    for (int a : o.args)
+      if (a == id) return false;
+  *out = p;
+  out->inputs.erase(out->inputs.begin() + k);
+  for (Op &o : out->ops)
+    for (int &a : o.args)
+      if (a > id) --a;
+  return true;
+}
+
+}  // namespace
+
+Program shrink(Program p, Options *o, uint64_t seed, int max_checks) {
+  int checks = 0;
+  auto still_fails = [&](const Program &cand, const Options &opts) {
+    if (checks >= max_checks) return false;
+    ++checks;
+    try {
+      return check(cand, opts, seed).failed();
+    } catch (const Error &) {
+      return false;
+    }
+  };
+  for (bool progress = true; progress && checks < max_checks;) {
+    progress = false;
+    // Options first: each simplification that keeps the failure stays.
+    for (int which = 0; which < 4; ++which) {
+      Options cand = *o;
+      if (which == 0) cand.batch2 = 0;
+      if (which == 1) cand.autocast = kFloat32;
+      if (which == 2) cand.memory_budget = 1.0;
+      if (which == 3) cand.remat = true;
+      if (cand.str() != o->str() && still_fails(p, cand)) *o = cand, progress = true;
+    }
+    for (size_t k = p.ops.size(); k-- > 0;) {
+      Program cand;
+      if (k < p.ops.size() && drop_op(p, k, &cand) && still_fails(cand, *o)) p = cand, progress = true;
+    }
+    for (size_t k = p.inputs.size(); k-- > 1;) {
+      Program cand;
+      if (drop_input(p, k, &cand)) {
+        p = cand;  // an unread input changes nothing the program computes
+        progress = true;
+      }
+    }
+    for (size_t k = 0; k < p.inputs.size(); ++k) {
+      if (!p.inputs[k].requires_grad) continue;
+      Program cand = p;
+      cand.inputs[k].requires_grad = false;
+      if (still_fails(cand, *o)) p = cand, progress = true;
+    }
+  }
+  return p;
+}
+
+std::string gtest_case(const std::string &name, const Program &p, const Options &o, uint64_t seed,
+                       const std::string &message) {
+  std::ostringstream os;
+  os << "// " << message << "\n// forward(x):\n";
+  std::istringstream body(p.cpp());
+  for (std::string line; std::getline(body, line);) os << "//   " << line << "\n";
+  os << "TEST(FuzzRegression, " << name << ") {\n"
+     << "  expect_compiled_matches_eager(\"" << p.str() << "\",\n"
+     << "                                \"" << o.str() << "\", " << seed << "u);\n"
+     << "}\n";
+  return os.str();
+}
+
+}  // namespace kiln::fuzz

@@ -1,0 +1,59 @@
+// Oracle.h - kiln-fuzz's differential oracle: a program run under
+// kiln::compile against the same program run eagerly and eagerly in float64.
+//
+// The rule is torch._dynamo's (torch/_dynamo/utils.py, same() with
+// fp64_ref): a compiled tensor passes if allclose(compiled, eager, 1e-4, 1e-4);
+// else if rmse(f64, compiled) <= m * rmse(f64, eager) + 1e-5 with m = 2
+// (3 under 16-bit autocast or for a 16-bit tensor). NaN and +-Inf must sit at
+// the same places with the same sign in both; integer tensors must be equal;
+// a gradient eager leaves undefined must be undefined compiled.
+#pragma once
+
+#include <string>
+
+#include "Program.h"
+
+namespace kiln::fuzz {
+
+/// The compile options and calls a check makes.
+struct Options {
+  double memory_budget = 1.0;
+  bool remat = true;
+  DType autocast = kFloat32;  ///< kBFloat16 / kFloat16: CompileOptions::autocast, eager under AutocastGuard
+  /// > 0: after two calls at the program's batch, a third at this batch
+  /// (automatic dynamic shapes make the batch dim symbolic).
+  int64_t batch2 = 0;
+
+  std::string str() const;
+  static Options parse(const std::string &text);
+  static Options random(std::mt19937_64 &rng, int64_t batch);
+};
+
+struct Verdict {
+  enum Status { Pass, Mismatch, CompiledError, Invalid };
+  Status status = Pass;
+  std::string message;  ///< what differed: the call, the tensor, the values
+  bool failed() const { return status == Mismatch || status == CompiledError; }
+};
+
+/// Runs `p` with options `o` and inputs drawn from `seed`: calls at the
+/// program's batch twice (the second one hits the compiled cache) and at
+/// o.batch2 if set; in each, forward and, when the output requires grad,
+/// backward of sum(out * w) for a fixed random w; compares the output and
+/// every input gradient. Invalid: the program does not run eagerly (only
+/// possible for hand-edited or shrunk programs; a call at batch2 that eager
+/// rejects is skipped instead).
+Verdict check(const Program &p, const Options &o, uint64_t seed);
+
+/// Shrinks a failing (p, o) while check() still fails: drops ops (a dropped
+/// op's readers read its first operand instead), unused inputs,
+/// requires_grad flags and options; at most `max_checks` checks.
+Program shrink(Program p, Options *o, uint64_t seed, int max_checks = 200);
+
+/// A GoogleTest case that replays (p, o, seed) through check(), ready to
+/// paste into tests/fuzz/regressions_test.cpp, with the C++ of the program
+/// and the failure as comments.
+std::string gtest_case(const std::string &name, const Program &p, const Options &o, uint64_t seed,
+                       const std::string &message);
+
+}  // namespace kiln::fuzz
