@@ -144,11 +144,11 @@ std::shared_ptr<Cached> primitive_for(DType in, int64_t batch, int64_t M, int64_
     entry->c = memory::desc({batch, M, N}, dnnl_type(out), dims{c_batch_stride, ldc, 1});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(entry->a, entry->b, entry->c), cpu_engine());
     entry->primitive = dnnl::matmul(pd);
-  } catch (const dnnl::error &e) {
-    throw std::runtime_error(std::string("gemm16: oneDNN has no matmul for ") + std::to_string(batch) + " x [" +
-                             std::to_string(M) + ", " + std::to_string(K) + "] x [" + std::to_string(K) + ", " +
-                             std::to_string(N) + "] " + dtype_name(in) + " -> " + dtype_name(out) +
-                             " on this CPU (" + e.what() + ")");
+  } catch (const dnnl::error &) {
+    // oneDNN has no kernel for this shape/stride/type combination (seen for
+    // small bfloat16 shapes with a transposed operand): remembered as null,
+    // so the caller takes its fallback without asking oneDNN again.
+    entry = nullptr;
   }
   if (cache.size() >= kMaxCached) cache.clear();
   cache.emplace(key, entry);
@@ -170,18 +170,21 @@ bool probe_native(DType in) {
 
 /// The batch through one cached oneDNN matmul primitive (`View`:
 /// MatrixView for f32 with `in` Float32, Matrix16View for 16-bit floats).
+/// False (nothing written) when oneDNN has no matmul for these operands.
 template <class View>
-void matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_stride, const View &B,
+bool matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_stride, const View &B,
                    int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride) {
   std::vector<std::remove_const_t<std::remove_pointer_t<decltype(A.data)>>> sa, sb;
   const Operand16 a = describe_batch(A, batch, a_batch_stride, sa), b = describe_batch(B, batch, b_batch_stride, sb);
   std::shared_ptr<Cached> p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride);
+  if (!p) return false;
   thread_local dnnl::stream stream(cpu_engine());
   memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
   memory mb(p->b, cpu_engine(), const_cast<void *>(b.data));
   memory mc(p->c, cpu_engine(), C);
   p->primitive.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   stream.wait();
+  return true;
 }
 
 // ---- float16 through sgemm --------------------------------------------------
@@ -199,23 +202,44 @@ uint16_t float_to_half(float f) {
   return bits;
 }
 
-/// Matrix `m` (f16 bits at `data`) widened to a row-major f32 copy in `out`.
-void widen(const uint16_t *data, const Matrix16View &m, std::vector<float> &out) {
+float bf16_to_float(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+/// Round to nearest even; NaN stays a (quiet) NaN.
+uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+/// Matrix `m` (`in` = float16 or bfloat16 bits at `data`) widened to a
+/// row-major f32 copy in `out` (exact).
+void widen(DType in, const uint16_t *data, const Matrix16View &m, std::vector<float> &out) {
   out.resize(static_cast<size_t>(m.rows * m.cols));
   float *o = out.data();
   for (int64_t i = 0; i < m.rows; ++i)
-    for (int64_t j = 0; j < m.cols; ++j) *o++ = half_to_float(data[i * m.row_stride + j * m.col_stride]);
+    for (int64_t j = 0; j < m.cols; ++j) {
+      const uint16_t v = data[i * m.row_stride + j * m.col_stride];
+      *o++ = in == DType::BFloat16 ? bf16_to_float(v) : half_to_float(v);
+    }
 }
 
-/// The batch as float32 sgemms, one per entry; a shared (stride 0) operand
-/// is widened once.
-void gemm16_via_sgemm(int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
+/// The batch as float32 sgemms, one per entry (float32 accumulation, the
+/// result rounded once, as oneDNN's 16-bit matmul); a shared (stride 0)
+/// operand is widened once.
+void gemm16_via_sgemm(DType in, int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
                       int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride) {
   const int64_t M = A.rows, K = A.cols, N = B.cols;
   std::vector<float> a, b, c;
   for (int64_t i = 0; i < batch; ++i) {
-    if (i == 0 || a_batch_stride != 0) widen(A.data + i * a_batch_stride, A, a);
-    if (i == 0 || b_batch_stride != 0) widen(B.data + i * b_batch_stride, B, b);
+    if (i == 0 || a_batch_stride != 0) widen(in, A.data + i * a_batch_stride, A, a);
+    if (i == 0 || b_batch_stride != 0) widen(in, B.data + i * b_batch_stride, B, b);
     const MatrixView va{a.data(), M, K, K, 1}, vb{b.data(), K, N, N, 1};
     if (out == DType::Float32) {
       sgemm(va, vb, static_cast<float *>(C) + i * c_batch_stride, ldc);
@@ -225,7 +249,8 @@ void gemm16_via_sgemm(int64_t batch, const Matrix16View &A, int64_t a_batch_stri
     sgemm(va, vb, c.data(), N);
     uint16_t *ci = static_cast<uint16_t *>(C) + i * c_batch_stride;
     for (int64_t r = 0; r < M; ++r)
-      for (int64_t j = 0; j < N; ++j) ci[r * ldc + j] = float_to_half(c[r * N + j]);
+      for (int64_t j = 0; j < N; ++j)
+        ci[r * ldc + j] = in == DType::BFloat16 ? float_to_bf16(c[r * N + j]) : float_to_half(c[r * N + j]);
   }
 }
 
@@ -254,7 +279,11 @@ void sgemm_batched(int64_t batch, const MatrixView &A, int64_t a_batch_stride, c
             {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
     return;
   }
-  matmul_onednn(DType::Float32, batch, A, a_batch_stride, B, b_batch_stride, DType::Float32, C, ldc, c_batch_stride);
+  if (!matmul_onednn(DType::Float32, batch, A, a_batch_stride, B, b_batch_stride, DType::Float32, C, ldc,
+                     c_batch_stride))
+    for (int64_t i = 0; i < batch; ++i)  // no batched primitive for these strides: one sgemm per entry
+      sgemm({A.data + i * a_batch_stride, M, K, A.row_stride, A.col_stride},
+            {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
 }
 
 bool gemm16_native(DType in) {
@@ -285,10 +314,11 @@ void gemm16_batched(DType in, int64_t batch, const Matrix16View &A, int64_t a_ba
         std::memset(static_cast<char *>(C) + (b * c_batch_stride + i * ldc) * item, 0, N * item);
     return;
   }
-  if (in == DType::Float16 && !gemm16_native(in))
-    gemm16_via_sgemm(batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
-  else  // (bfloat16 without a oneDNN matmul: creating the primitive throws oneDNN's reason)
-    matmul_onednn(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
+  // oneDNN's matmul when it has one for these operands; else float32 sgemms
+  // with one rounding at the end (the same arithmetic, summed in another order).
+  if (!gemm16_native(in) ||
+      !matmul_onednn(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride))
+    gemm16_via_sgemm(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
 }
 
 void gemm16(DType in, const Matrix16View &A, const Matrix16View &B, DType out, void *C, int64_t ldc) {

@@ -147,6 +147,7 @@ Outcome run_graph(const Args &a, int k) {
     Verdict sv = check(small, o, gs);
     if (sv.failed()) p = small, v = sv;
   }
+  out.status = v.status == Verdict::Mismatch ? "mismatch" : "error";
   char name[64];
   std::snprintf(name, sizeof name, "Seed%llu_Graph%d", static_cast<unsigned long long>(a.seed), k);
   out.report = "kiln-fuzz --seed " + std::to_string(a.seed) + " --graph " + std::to_string(k) + ": " + out.status +

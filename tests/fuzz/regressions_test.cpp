@@ -33,3 +33,13 @@ TEST(FuzzHarness, OracleCatchesAWrongResult) {
 }
 
 // ---- regressions found by kiln-fuzz ------------------------------------------------
+
+// runtime/src/Gemm.cpp: oneDNN 2.6 has no bfloat16 matmul primitive for some
+// small shapes with a transposed weight; gemm16 threw ("oneDNN has no matmul
+// for 1 x [2, 3] x [3, 4] bfloat16") instead of falling back to float32 sgemm.
+// forward(x):
+//   Tensor v3 = nn::functional::linear(x, p1, p2);
+TEST(FuzzRegression, Seed1_Graph69) {
+  expect_compiled_matches_eager("B=2 x[2,3] p[4,3] p[4] ; linear(0,1,2;;0x0p+0)",
+                                "budget=1 remat=1 autocast=bfloat16 batch2=0", 14678400060316808901u);
+}
