@@ -763,7 +763,8 @@ Program ProgramGenerator::generate() {
 
   const int target = static_cast<int>(uniform_int(2, 12));
   std::vector<double> weights;
-  for (const OpDef &d : ops()) weights.push_back(d.weight);
+  for (const OpDef &d : ops())
+    weights.push_back(std::find(excluded.begin(), excluded.end(), d.name) == excluded.end() ? d.weight : 0.0);
   std::discrete_distribution<size_t> choose(weights.begin(), weights.end());
   for (int attempt = 0; static_cast<int>(program.ops.size()) < target && attempt < 40 * target; ++attempt) {
     const OpDef &def = ops()[choose(rng)];

@@ -76,11 +76,13 @@ const OpDef &op_def(const std::string &name);
 /// real inputs (an op whose result is not finite-and-moderate where its
 /// operands were is redrawn, so inputs stay away from poles and domain edges).
 struct ProgramGenerator {
-  explicit ProgramGenerator(uint64_t seed) : rng(seed) {}
+  explicit ProgramGenerator(uint64_t seed, std::vector<std::string> excluded = {})
+      : rng(seed), excluded(std::move(excluded)) {}
   Program generate();
 
   // For the op table's `make` functions:
   std::mt19937_64 rng;
+  std::vector<std::string> excluded;  ///< op names never drawn
   /// The program so far. While generating, an op's args name an input by its
   /// index and op j's result by kOpValue + j (stable while inputs are added);
   /// generate() renumbers them to the final form (inputs, then ops).

@@ -2,6 +2,7 @@
 //
 //   kiln-fuzz [--seed S|random] [--graphs N] [--device cpu] [--graph K]
 //             [--no-shrink] [--no-fork] [--max-failures F] [--verbose]
+//             [--exclude OP,OP...]
 //   kiln-fuzz --replay PROGRAM [--options OPTIONS] [--input-seed N]
 //
 // Graph k of seed S is generated from (S, k) alone, so `--seed S --graph k`
@@ -35,6 +36,7 @@ struct Args {
   int only = -1;
   bool shrink = true, fork = true, verbose = false;
   int max_failures = 10;
+  std::vector<std::string> excluded;  ///< --exclude: ops never drawn
   std::string replay, replay_options;  ///< --replay: check one program (Program::str() form)
   uint64_t input_seed = 1;
 };
@@ -42,7 +44,7 @@ struct Args {
 [[noreturn]] void usage(const char *why) {
   std::fprintf(stderr,
                "kiln-fuzz: %s\nusage: kiln-fuzz [--seed S|random] [--graphs N] [--device cpu] [--graph K] "
-               "[--no-shrink] [--no-fork] [--max-failures F] [--verbose]\n"
+               "[--no-shrink] [--no-fork] [--max-failures F] [--verbose] [--exclude OP,...]\n"
                "       kiln-fuzz --replay PROGRAM [--options OPTIONS] [--input-seed N]\n",
                why);
   std::exit(2);
@@ -74,6 +76,12 @@ Args parse_args(int argc, char **argv) {
       a.fork = false;
     } else if (k == "--max-failures") {
       a.max_failures = std::stoi(value());
+    } else if (k == "--exclude") {
+      std::istringstream list(value());
+      for (std::string op; std::getline(list, op, ',');) {
+        op_def(op);  // throws on an unknown name
+        a.excluded.push_back(op);
+      }
     } else if (k == "--replay") {
       a.replay = value();
     } else if (k == "--options") {
@@ -121,7 +129,7 @@ uint64_t graph_seed(uint64_t seed, int k) {
 /// Generates, checks and (on failure) shrinks graph k.
 Outcome run_graph(const Args &a, int k) {
   const uint64_t gs = graph_seed(a.seed, k);
-  ProgramGenerator gen(gs);
+  ProgramGenerator gen(gs, a.excluded);
   Program p = gen.generate();
   std::mt19937_64 rng(gs ^ 0x9e3779b97f4a7c15ull);
   Options o = Options::random(rng, p.batch);
@@ -209,7 +217,12 @@ Outcome run_forked(const Args &a, int k) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const Args a = parse_args(argc, argv);
+  Args a;
+  try {
+    a = parse_args(argc, argv);
+  } catch (const std::exception &e) {
+    usage(e.what());
+  }
   if (!a.replay.empty()) {
     const Verdict v = check(Program::parse(a.replay), Options::parse(a.replay_options), a.input_seed);
     std::printf("%s%s%s\n", v.status == Verdict::Pass ? "pass" : v.status == Verdict::Invalid ? "invalid"
