@@ -85,8 +85,8 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
     // lazy segment trace: the compiled segment computes it
   } else if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
   else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
-  else if (out.numel() > 0 && compute != kFloat32) bmm_half(x, y, out);
-  else if (out.numel() > 0) bmm_float(x, y, out);
+  else if (out.numel() > 0 && compute != kFloat32) gemm::guarded("bmm", x, y, [&] { bmm_half(x, y, out); });
+  else if (out.numel() > 0) gemm::guarded("bmm", x, y, [&] { bmm_float(x, y, out); });
   trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul (a no-op while a graph break pauses tracing)
   if (autograd::any_requires_grad({x, y}))
     autograd::record(out, "BmmBackward", {x, y}, {x, y},
