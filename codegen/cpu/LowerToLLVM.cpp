@@ -11,8 +11,9 @@
 //   eliminate-empty-tensors, one-shot-bufferize, kiln-hoist-tile-buffers,
 //   buffer-deallocation-pipeline
 //   convert-linalg-to-loops, lower-affine, convert-scf-to-cf
-//   expand-strided-metadata, finalize-memref-to-llvm, math/arith/cf/func/index
-//   -to-llvm, reconcile-unrealized-casts
+//   expand-strided-metadata, finalize-memref-to-llvm, math-to-llvm,
+//   math-to-libm (f64 tanh, sin, ...), arith/cf/func/index-to-llvm,
+//   reconcile-unrealized-casts
 #include "CpuBackend.h"
 
 #include <cstdlib>
@@ -808,6 +809,8 @@ void addLLVMPasses(OpPassManager &pm) {
   pm.addPass(createLowerAffinePass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
+  // What has no LLVM intrinsic and no polynomial (f64 tanh, say) calls libm.
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());

@@ -152,9 +152,30 @@ std::string view_str(const TensorView &v) {
   return slot_type_str(SlotType{v.sizes, v.dtype}) + " strides " + join(v.strides);
 }
 
+/// C[i] = A[i] x B[i] in float64 (contiguous C, A[i] [M, K] and B[i] [K, N]
+/// strided views, batch strides sa/sb): a plain i-k-j loop, as eager's
+/// float64 GEMM (oneDNN 2.6 has no f64 matmul; float64 is for accuracy).
+void dgemm_batched(int64_t batches, const TensorView &a, int64_t sa, const TensorView &b, int64_t sb, double *c,
+                   int64_t M, int64_t K, int64_t N) {
+  const size_t r = a.sizes.size();
+  const double *pa = static_cast<const double *>(a.data()), *pb = static_cast<const double *>(b.data());
+  const int64_t ar = a.strides[r - 2], ac = a.strides[r - 1], br = b.strides[r - 2], bc = b.strides[r - 1];
+  std::fill(c, c + batches * M * N, 0.0);
+  for (int64_t s = 0; s < batches; ++s) {
+    const double *x = pa + s * sa, *y = pb + s * sb;
+    double *z = c + s * M * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const double aik = x[i * ar + k * ac];
+        for (int64_t j = 0; j < N; ++j) z[i * N + j] += aik * y[k * br + j * bc];
+      }
+  }
+}
+
 /// c = a x b for a gemm launch: rank 2, or rank 3 with any batch stride (0
-/// for a broadcast operand), strided matrix views; one sgemm_batched (f32)
-/// or gemm16_batched (bfloat16, float16) call for the launch `name`. An
+/// for a broadcast operand), strided matrix views; one sgemm_batched (f32),
+/// gemm16_batched (bfloat16, float16) or dgemm_batched (f64) call for the
+/// launch `name`. An
 /// exception from the GEMM library becomes `error` (naming the launch,
 /// shapes and strides) and false.
 bool runGemm(const std::string &name, const TensorView &a, const TensorView &b, TensorView &c, std::string *error) {
@@ -163,6 +184,10 @@ bool runGemm(const std::string &name, const TensorView &a, const TensorView &b, 
   const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
   const int64_t M = a.sizes[r - 2], N = b.sizes[r - 1];
   try {
+    if (a.dtype == DType::Float64) {
+      dgemm_batched(batches, a, sa, b, sb, static_cast<double *>(c.data()), M, a.sizes[r - 1], N);
+      return true;
+    }
     if (a.dtype != DType::Float32) {
       Matrix16View ma{static_cast<const uint16_t *>(a.data()), M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
       Matrix16View mb{static_cast<const uint16_t *>(b.data()), b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};

@@ -77,8 +77,10 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
   check_operands(a, b);
   const DType result = promote_types(a.dtype(), b.dtype());
   const DType compute = gemm::compute_type(result);
-  std::optional<trace::GraphBreak> graph_break;  // kiln.matmul is f32 only: f64 runs eagerly
-  if (compute != kFloat32) graph_break.emplace("bmm");
+  // kiln.matmul is f32 or f64: a native 16-bit GEMM (never chosen while
+  // tracing, see gemm::compute_type) runs eagerly.
+  std::optional<trace::GraphBreak> graph_break;
+  if (compute != kFloat32 && compute != kFloat64) graph_break.emplace("bmm");
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out = Tensor::empty({x.size(0), x.size(1), y.size(2)}, compute);
   if (trace::skip_compute()) {
