@@ -190,8 +190,8 @@ private:
         .Case([&](ir::MatmulOp matmul) -> LogicalResult {
           auto type = cast<RankedTensorType>(matmul.getType());
           Type element = type.getElementType();
-          if (!element.isF32() && !element.isBF16() && !element.isF16())
-            return fail(op, "only f32, bf16 and f16 matmuls run on the CPU (got " + typeString(type) + ")");
+          if (!element.isF32() && !element.isF64() && !element.isBF16() && !element.isF16())
+            return fail(op, "only f32, f64, bf16 and f16 matmuls run on the CPU (got " + typeString(type) + ")");
           auto a = slotOf(matmul.getLhs(), op), b = slotOf(matmul.getRhs(), op);
           if (failed(a) || failed(b))
             return failure();

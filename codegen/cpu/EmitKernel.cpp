@@ -307,12 +307,14 @@ public:
           return unary([&](OpBuilder &nb, Location nl, Value x) -> Value { return power(nb, nl, x, element, e); });
         })
         .Case([&](ir::ReluOp) {
-          // maximumf propagates NaN, like torch.relu.
+          // x < 0 ? 0 : x, like torch.relu (clamp_min): NaN and -0.0 pass
+          // through (maximumf would turn -0.0 into +0.0).
           return unary([&](OpBuilder &nb, Location nl, Value x) -> Value {
             Value zero = nb.create<arith::ConstantOp>(nl, scalarAttr(element, 0.0));
-            if (isFloat)
-              return nb.create<arith::MaximumFOp>(nl, x, zero);
-            return nb.create<arith::MaxSIOp>(nl, x, zero);
+            if (!isFloat)
+              return nb.create<arith::MaxSIOp>(nl, x, zero);
+            Value negative = nb.create<arith::CmpFOp>(nl, arith::CmpFPredicate::OLT, x, zero);
+            return nb.create<arith::SelectOp>(nl, negative, zero, x);
           });
         })
         .Case([&](ir::CompareOp c) -> FailureOr<Value> {

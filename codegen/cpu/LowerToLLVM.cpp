@@ -2,6 +2,7 @@
 //
 // The route (TOOLCHAIN.md's measured recipe, plus linalg elementwise fusion
 // and empty-tensor elimination so results are computed in place):
+//   kiln-keep-subnormals (exp, log, bf16 truncation keep IEEE subnormals)
 //   math polynomial approximation (exp, log: vectorizable arith)
 //   kiln-fuse-elementwise (linalg's elementwise fusion patterns, Kiln's
 //   control; elementwise kernels then merged into one multi-result
@@ -10,8 +11,9 @@
 //   eliminate-empty-tensors, one-shot-bufferize, kiln-hoist-tile-buffers,
 //   buffer-deallocation-pipeline
 //   convert-linalg-to-loops, lower-affine, convert-scf-to-cf
-//   expand-strided-metadata, finalize-memref-to-llvm, math/arith/cf/func/index
-//   -to-llvm, reconcile-unrealized-casts
+//   expand-strided-metadata, finalize-memref-to-llvm, math-to-llvm,
+//   math-to-libm (f64 tanh, sin, ...), arith/cf/func/index-to-llvm,
+//   reconcile-unrealized-casts
 #include "CpuBackend.h"
 
 #include <cstdlib>
@@ -105,11 +107,104 @@ bool hostConvertsBF16() {
   return native;
 }
 
+// ---- kiln-keep-subnormals ----------------------------------------------------
+//
+// IEEE subnormals are kept, as in eager and in PyTorch's CPU kernels. Three
+// parts of the lowering would flush them, and each is wrapped by a rewrite
+// that sends subnormal cases around it (all selects, so loops stay vectorizable):
+// - the math dialect's exp polynomial builds 2^n from exponent bits and
+//   gives 0 below 2^-126 (x < -87.3): there exp(x) = exp(x/2)^2, whose half
+//   is normal down to x = -174 and whose square rounds into the subnormal;
+// - its log polynomial clamps the input to the smallest normal: a subnormal
+//   x is scaled by 2^24 first, log(x) = log(x * 2^24) - 24 log 2;
+// - the AVX512-BF16 / AVX-NE-CONVERT f32 -> bf16 instruction treats
+//   subnormal inputs as zero: those round in integer arithmetic instead
+//   (the same round-to-nearest-even on the bits that arith-expand-bf16 uses).
+
+/// Below this x, exp(x) may be subnormal in f32 (log(2^-126) = -87.34).
+constexpr float kExpSubnormalBelow = -87.0f;
+/// The smallest normal f32, 2^-126.
+constexpr float kMinNormalF32 = 1.17549435e-38f;
+
+Value f32Constant(OpBuilder &b, Location loc, float v) {
+  return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(v));
+}
+
+/// exp(x) for f32 x, with exp(x/2)^2 where the result is subnormal.
+void keepExpSubnormals(math::ExpOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value x = op.getOperand();
+  Value tiny = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, x, f32Constant(b, loc, kExpSubnormalBelow));
+  Value half = b.create<arith::MulFOp>(loc, x, f32Constant(b, loc, 0.5f));
+  Value e = b.create<math::ExpOp>(loc, b.create<arith::SelectOp>(loc, tiny, half, x));
+  Value squared = b.create<arith::MulFOp>(loc, e, e);
+  op.replaceAllUsesWith(b.create<arith::SelectOp>(loc, tiny, squared, e).getResult());
+  op.erase();
+}
+
+/// log(x) for f32 x, with a subnormal x scaled into the normal range first.
+void keepLogSubnormals(math::LogOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value x = op.getOperand();
+  Value tiny = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, x, f32Constant(b, loc, kMinNormalF32));
+  Value scaled = b.create<arith::MulFOp>(loc, x, f32Constant(b, loc, 16777216.0f));  // 2^24
+  Value l = b.create<math::LogOp>(loc, b.create<arith::SelectOp>(loc, tiny, scaled, x));
+  Value shifted = b.create<arith::SubFOp>(loc, l, f32Constant(b, loc, 16.6355323f));  // 24 log 2
+  op.replaceAllUsesWith(b.create<arith::SelectOp>(loc, tiny, shifted, l).getResult());
+  op.erase();
+}
+
+/// f32 -> bf16 with subnormal inputs rounded on their bits (the hardware
+/// conversion flushes them).
+void keepTruncSubnormals(arith::TruncFOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value x = op.getIn();
+  auto i32 = [&](int32_t v) -> Value { return b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(v)); };
+  Value magnitude = b.create<math::AbsFOp>(loc, x);
+  Value tiny = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, magnitude, f32Constant(b, loc, kMinNormalF32));
+  Value bits = b.create<arith::BitcastOp>(loc, b.getI32Type(), x);
+  Value bit16 = b.create<arith::AndIOp>(loc, b.create<arith::ShRUIOp>(loc, bits, i32(16)), i32(1));
+  Value biased = b.create<arith::AddIOp>(loc, bits, b.create<arith::AddIOp>(loc, bit16, i32(0x7fff)));
+  Value high = b.create<arith::TruncIOp>(loc, b.getI16Type(), b.create<arith::ShRUIOp>(loc, biased, i32(16)));
+  Value rounded = b.create<arith::BitcastOp>(loc, b.getBF16Type(), high);
+  Value hardware = b.create<arith::TruncFOp>(loc, b.getBF16Type(), x);
+  op.replaceAllUsesWith(b.create<arith::SelectOp>(loc, tiny, rounded, hardware).getResult());
+  op.erase();
+}
+
+/// Applies the three rewrites above to every scalar f32 exp, log and
+/// f32 -> bf16 truncf of the kernels (the bodies of linalg.generic ops).
+void keepSubnormals(ModuleOp kernels, bool hardwareBF16) {
+  SmallVector<Operation *> ops;
+  kernels.walk([&](Operation *op) {
+    if (op->getNumResults() != 1 || !op->getResult(0).getType().isF32()) {
+      auto trunc = dyn_cast<arith::TruncFOp>(op);
+      if (hardwareBF16 && trunc && trunc.getType().isBF16() && trunc.getIn().getType().isF32())
+        ops.push_back(op);
+      return;
+    }
+    if (isa<math::ExpOp, math::LogOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    if (auto e = dyn_cast<math::ExpOp>(op))
+      keepExpSubnormals(e);
+    else if (auto l = dyn_cast<math::LogOp>(op))
+      keepLogSubnormals(l);
+    else
+      keepTruncSubnormals(cast<arith::TruncFOp>(op));
+  }
+}
+
 /// exp/log/... as polynomials on arith ops: LLVM vectorizes those loops,
 /// while calls to libm's expf would stay scalar (~4x slower here). On hosts
 /// without a bf16 conversion instruction, arith.extf/truncf of bf16 become
 /// integer arithmetic (round to nearest even, NaN kept), which vectorizes.
 LogicalResult approximateMath(ModuleOp kernels) {
+  keepSubnormals(kernels, hostConvertsBF16());
   RewritePatternSet patterns(kernels.getContext());
   populateMathPolynomialApproximationPatterns(patterns);
   if (!hostConvertsBF16())
@@ -714,6 +809,8 @@ void addLLVMPasses(OpPassManager &pm) {
   pm.addPass(createLowerAffinePass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
+  // What has no LLVM intrinsic and no polynomial (f64 tanh, say) calls libm.
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
@@ -738,7 +835,7 @@ std::string loweringDescription(MLIRContext *context) {
     PassManager pm(context);
     addLoweringPasses(pm);
     llvm::raw_string_ostream os(description);
-    os << "math-polynomial-approximation(greedy);";
+    os << "kiln-keep-subnormals;math-polynomial-approximation(greedy);";
     if (!hostConvertsBF16())
       os << "arith-expand-bf16(greedy);";
     pm.printAsTextualPipeline(os);

@@ -74,6 +74,9 @@ struct Operand16 {
   int64_t batch, batch_stride, row_stride, col_stride;
 };
 
+template <class View, class Element>
+Operand16 dense_batch(const View &m, int64_t batch, int64_t batch_stride, std::vector<Element> &scratch);
+
 /// A batch of matrices (`View`: MatrixView for f32, Matrix16View for 16-bit
 /// floats) as oneDNN sees it: see Operand16.
 template <class View, class Element>
@@ -85,11 +88,18 @@ Operand16 describe_batch(const View &m, int64_t batch, int64_t batch_stride, std
   const Layout l = layout_of(m.rows, m.cols, m.row_stride, m.col_stride);
   if (l.kind == Layout::RowMajor) return {m.data, batch, batch == 1 ? extent : batch_stride, l.ld, 1};
   if (l.kind == Layout::ColMajor) return {m.data, batch, batch == 1 ? extent : batch_stride, 1, l.ld};
+  return dense_batch(m, batch, batch_stride, scratch);
+}
+
+/// Every matrix of the batch copied row-major and back to back into
+/// `scratch` (a broadcast operand repeated): the plainest layout oneDNN has.
+template <class View, class Element>
+Operand16 dense_batch(const View &m, int64_t batch, int64_t batch_stride, std::vector<Element> &scratch) {
   const int64_t size = m.rows * m.cols;
   scratch.resize(static_cast<size_t>(batch * size));
   for (int64_t b = 0; b < batch; ++b)
     copy_row_major(m.data + b * batch_stride, m.rows, m.cols, m.row_stride, m.col_stride, scratch.data() + b * size);
-  return {scratch.data(), batch, std::max<int64_t>(size, 1), l.ld, 1};
+  return {scratch.data(), batch, std::max<int64_t>(size, 1), std::max<int64_t>(m.cols, 1), 1};
 }
 
 // ---- oneDNN matmul primitives (bfloat16) ----------------------------------
@@ -127,8 +137,11 @@ constexpr size_t kMaxCached = 256;
 std::mutex cache_mutex;
 std::map<Key, std::shared_ptr<Cached>> cache;
 
+/// The cached primitive for these descriptors, or null (with oneDNN's
+/// reason in `why`) when oneDNN creates none for them.
 std::shared_ptr<Cached> primitive_for(DType in, int64_t batch, int64_t M, int64_t K, int64_t N, const Operand16 &a,
-                                      const Operand16 &b, DType out, int64_t ldc, int64_t c_batch_stride) {
+                                      const Operand16 &b, DType out, int64_t ldc, int64_t c_batch_stride,
+                                      std::string *why) {
   // A batch of 1 never reads C's batch stride; make it C's extent (dense).
   if (batch == 1) c_batch_stride = std::max<int64_t>(M * ldc, 1);
   const Key key{batch,        M,       K,       N,  a.batch,        a.batch_stride,         a.row_stride,
@@ -144,11 +157,9 @@ std::shared_ptr<Cached> primitive_for(DType in, int64_t batch, int64_t M, int64_
     entry->c = memory::desc({batch, M, N}, dnnl_type(out), dims{c_batch_stride, ldc, 1});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(entry->a, entry->b, entry->c), cpu_engine());
     entry->primitive = dnnl::matmul(pd);
-  } catch (const dnnl::error &) {
-    // oneDNN has no kernel for this shape/stride/type combination (seen for
-    // small bfloat16 shapes with a transposed operand): remembered as null,
-    // so the caller takes its fallback without asking oneDNN again.
-    entry = nullptr;
+  } catch (const dnnl::error &e) {
+    *why = e.what();
+    return nullptr;
   }
   if (cache.size() >= kMaxCached) cache.clear();
   cache.emplace(key, entry);
@@ -170,13 +181,21 @@ bool probe_native(DType in) {
 
 /// The batch through one cached oneDNN matmul primitive (`View`:
 /// MatrixView for f32 with `in` Float32, Matrix16View for 16-bit floats).
-/// False (nothing written) when oneDNN has no matmul for these operands.
+/// The operands are passed in place (describe_batch); when oneDNN has no
+/// matmul for those strides (a broadcast, stride-0 operand with a
+/// transposed layout, say) they are copied dense (dense_batch) and tried
+/// again. Returns false, with oneDNN's reason in `why`, when neither works.
 template <class View>
 bool matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_stride, const View &B,
-                   int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride) {
+                   int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride, std::string *why) {
   std::vector<std::remove_const_t<std::remove_pointer_t<decltype(A.data)>>> sa, sb;
-  const Operand16 a = describe_batch(A, batch, a_batch_stride, sa), b = describe_batch(B, batch, b_batch_stride, sb);
-  std::shared_ptr<Cached> p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride);
+  Operand16 a = describe_batch(A, batch, a_batch_stride, sa), b = describe_batch(B, batch, b_batch_stride, sb);
+  std::shared_ptr<Cached> p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride, why);
+  if (!p) {
+    a = dense_batch(A, batch, a_batch_stride, sa);
+    b = dense_batch(B, batch, b_batch_stride, sb);
+    p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride, why);
+  }
   if (!p) return false;
   thread_local dnnl::stream stream(cpu_engine());
   memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
@@ -203,36 +222,34 @@ uint16_t float_to_half(float f) {
 }
 
 float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
   float f;
-  std::memcpy(&f, &wide, sizeof f);
+  std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
-/// Round to nearest even; NaN stays a (quiet) NaN.
 uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if (f != f) return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
 }
 
-/// Matrix `m` (`in` = float16 or bfloat16 bits at `data`) widened to a
-/// row-major f32 copy in `out` (exact).
+/// Matrix `m` (`in` bits at `data`: Float16 or BFloat16) widened to a
+/// row-major f32 copy in `out`.
 void widen(DType in, const uint16_t *data, const Matrix16View &m, std::vector<float> &out) {
   out.resize(static_cast<size_t>(m.rows * m.cols));
   float *o = out.data();
   for (int64_t i = 0; i < m.rows; ++i)
     for (int64_t j = 0; j < m.cols; ++j) {
-      const uint16_t v = data[i * m.row_stride + j * m.col_stride];
-      *o++ = in == DType::BFloat16 ? bf16_to_float(v) : half_to_float(v);
+      const uint16_t bits = data[i * m.row_stride + j * m.col_stride];
+      *o++ = in == DType::BFloat16 ? bf16_to_float(bits) : half_to_float(bits);
     }
 }
 
-/// The batch as float32 sgemms, one per entry (float32 accumulation, the
-/// result rounded once, as oneDNN's 16-bit matmul); a shared (stride 0)
-/// operand is widened once.
+/// The batch as float32 sgemms, one per entry; a shared (stride 0) operand
+/// is widened once.
 void gemm16_via_sgemm(DType in, int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
                       int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride) {
   const int64_t M = A.rows, K = A.cols, N = B.cols;
@@ -279,11 +296,13 @@ void sgemm_batched(int64_t batch, const MatrixView &A, int64_t a_batch_stride, c
             {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
     return;
   }
-  if (!matmul_onednn(DType::Float32, batch, A, a_batch_stride, B, b_batch_stride, DType::Float32, C, ldc,
-                     c_batch_stride))
-    for (int64_t i = 0; i < batch; ++i)  // no batched primitive for these strides: one sgemm per entry
-      sgemm({A.data + i * a_batch_stride, M, K, A.row_stride, A.col_stride},
-            {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
+  std::string why;
+  if (matmul_onednn(DType::Float32, batch, A, a_batch_stride, B, b_batch_stride, DType::Float32, C, ldc,
+                    c_batch_stride, &why))
+    return;
+  for (int64_t i = 0; i < batch; ++i)  // no oneDNN matmul for this batch: one sgemm per entry
+    sgemm({A.data + i * a_batch_stride, M, K, A.row_stride, A.col_stride},
+          {B.data + i * b_batch_stride, K, N, B.row_stride, B.col_stride}, C + i * c_batch_stride, ldc);
 }
 
 bool gemm16_native(DType in) {
@@ -314,11 +333,11 @@ void gemm16_batched(DType in, int64_t batch, const Matrix16View &A, int64_t a_ba
         std::memset(static_cast<char *>(C) + (b * c_batch_stride + i * ldc) * item, 0, N * item);
     return;
   }
-  // oneDNN's matmul when it has one for these operands; else float32 sgemms
-  // with one rounding at the end (the same arithmetic, summed in another order).
-  if (!gemm16_native(in) ||
-      !matmul_onednn(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride))
-    gemm16_via_sgemm(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
+  std::string why;
+  if (gemm16_native(in) && matmul_onednn(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride, &why))
+    return;
+  // No oneDNN matmul (float16, or these strides): float32 sgemms, same sums.
+  gemm16_via_sgemm(in, batch, A, a_batch_stride, B, b_batch_stride, out, C, ldc, c_batch_stride);
 }
 
 void gemm16(DType in, const Matrix16View &A, const Matrix16View &B, DType out, void *C, int64_t ldc) {

@@ -314,11 +314,12 @@ int LaunchExecutable::Builder::addGemm(int a, int b) {
     return -1;
   const SlotType &ta = type(a), &tb = type(b);
   const size_t rank = ta.sizes.size();
-  const bool gemm_dtype = ta.dtype == DType::Float32 || ta.dtype == DType::BFloat16 || ta.dtype == DType::Float16;
+  const bool gemm_dtype = ta.dtype == DType::Float32 || ta.dtype == DType::Float64 || ta.dtype == DType::BFloat16 ||
+                          ta.dtype == DType::Float16;
   if (!gemm_dtype || tb.dtype != ta.dtype || (rank != 2 && rank != 3) ||
       tb.sizes.size() != rank || ta.sizes[rank - 1] != tb.sizes[rank - 2] ||
       (rank == 3 && ta.sizes[0] != tb.sizes[0])) {
-    fail("gemm: expected [M, K] x [K, N] or [B, M, K] x [B, K, N] of one dtype (float32, bfloat16 or float16), got " +
+    fail("gemm: expected [M, K] x [K, N] or [B, M, K] x [B, K, N] of one dtype (float32, float64, bfloat16 or float16), got " +
          slot_type_str(ta) + " x " + slot_type_str(tb));
     return -1;
   }

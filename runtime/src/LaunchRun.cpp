@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <string>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -143,6 +145,65 @@ int split_threads(const LaunchExecutable::Launch &l, const std::vector<TensorVie
   (void)values;
   return 1;
 #endif
+}
+
+/// "[4, 5] strides [5, 1] float32", for error messages.
+std::string view_str(const TensorView &v) {
+  return slot_type_str(SlotType{v.sizes, v.dtype}) + " strides " + join(v.strides);
+}
+
+/// C[i] = A[i] x B[i] in float64 (contiguous C, A[i] [M, K] and B[i] [K, N]
+/// strided views, batch strides sa/sb): a plain i-k-j loop, as eager's
+/// float64 GEMM (oneDNN 2.6 has no f64 matmul; float64 is for accuracy).
+void dgemm_batched(int64_t batches, const TensorView &a, int64_t sa, const TensorView &b, int64_t sb, double *c,
+                   int64_t M, int64_t K, int64_t N) {
+  const size_t r = a.sizes.size();
+  const double *pa = static_cast<const double *>(a.data()), *pb = static_cast<const double *>(b.data());
+  const int64_t ar = a.strides[r - 2], ac = a.strides[r - 1], br = b.strides[r - 2], bc = b.strides[r - 1];
+  std::fill(c, c + batches * M * N, 0.0);
+  for (int64_t s = 0; s < batches; ++s) {
+    const double *x = pa + s * sa, *y = pb + s * sb;
+    double *z = c + s * M * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const double aik = x[i * ar + k * ac];
+        for (int64_t j = 0; j < N; ++j) z[i * N + j] += aik * y[k * br + j * bc];
+      }
+  }
+}
+
+/// c = a x b for a gemm launch: rank 2, or rank 3 with any batch stride (0
+/// for a broadcast operand), strided matrix views; one sgemm_batched (f32),
+/// gemm16_batched (bfloat16, float16) or dgemm_batched (f64) call for the
+/// launch `name`. An
+/// exception from the GEMM library becomes `error` (naming the launch,
+/// shapes and strides) and false.
+bool runGemm(const std::string &name, const TensorView &a, const TensorView &b, TensorView &c, std::string *error) {
+  const size_t r = a.sizes.size();
+  const int64_t batches = r == 3 ? a.sizes[0] : 1;
+  const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
+  const int64_t M = a.sizes[r - 2], N = b.sizes[r - 1];
+  try {
+    if (a.dtype == DType::Float64) {
+      dgemm_batched(batches, a, sa, b, sb, static_cast<double *>(c.data()), M, a.sizes[r - 1], N);
+      return true;
+    }
+    if (a.dtype != DType::Float32) {
+      Matrix16View ma{static_cast<const uint16_t *>(a.data()), M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
+      Matrix16View mb{static_cast<const uint16_t *>(b.data()), b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
+      gemm16_batched(a.dtype, batches, ma, sa, mb, sb, a.dtype, c.data(), std::max<int64_t>(N, 1), M * N);
+      return true;
+    }
+    const float *pa = static_cast<const float *>(a.data()), *pb = static_cast<const float *>(b.data());
+    MatrixView ma{pa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
+    MatrixView mb{pb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
+    sgemm_batched(batches, ma, sa, mb, sb, static_cast<float *>(c.data()), std::max<int64_t>(N, 1), M * N);
+    return true;
+  } catch (const std::exception &e) {
+    if (error)
+      *error = name + ": " + view_str(a) + " x " + view_str(b) + ": " + e.what();
+    return false;
+  }
 }
 
 } // namespace
@@ -295,26 +356,9 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
       break;
     }
     case LaunchKind::Gemm: {
-      const TensorView &a = values[l.operands[0]], &b = values[l.operands[1]];
       TensorView &c = materialize(l.results[0]);
-      // Rank 3: strided matrix views with any batch stride (0 for a
-      // broadcast operand); one sgemm_batched (f32) or gemm16_batched call.
-      const size_t r = a.sizes.size();
-      const int64_t batches = r == 3 ? a.sizes[0] : 1;
-      const int64_t sa = r == 3 ? a.strides[0] : 0, sb = r == 3 ? b.strides[0] : 0;
-      const int64_t M = a.sizes[r - 2], N = b.sizes[r - 1];
-      if (a.dtype != DType::Float32) {  // bfloat16 (one oneDNN matmul for the batch) or float16 (via f32)
-        Matrix16View ma{static_cast<const uint16_t *>(a.data()), M, a.sizes[r - 1], a.strides[r - 2],
-                        a.strides[r - 1]};
-        Matrix16View mb{static_cast<const uint16_t *>(b.data()), b.sizes[r - 2], N, b.strides[r - 2],
-                        b.strides[r - 1]};
-        gemm16_batched(a.dtype, batches, ma, sa, mb, sb, a.dtype, c.data(), std::max<int64_t>(N, 1), M * N);
-        break;
-      }
-      const float *pa = static_cast<const float *>(a.data()), *pb = static_cast<const float *>(b.data());
-      MatrixView ma{pa, M, a.sizes[r - 1], a.strides[r - 2], a.strides[r - 1]};
-      MatrixView mb{pb, b.sizes[r - 2], N, b.strides[r - 2], b.strides[r - 1]};
-      sgemm_batched(batches, ma, sa, mb, sb, static_cast<float *>(c.data()), std::max<int64_t>(N, 1), M * N);
+      if (!runGemm(l.name, values[l.operands[0]], values[l.operands[1]], c, error))
+        return {};
       break;
     }
     case LaunchKind::Transpose: {

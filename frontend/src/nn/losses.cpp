@@ -1,5 +1,7 @@
 // Classification losses: nll_loss and cross_entropy (ignore_index, label
 // smoothing), as compositions of traced primitives.
+#include <cmath>
+
 #include "kiln/functional.h"
 #include "../amp/autocast.h"
 
@@ -20,13 +22,22 @@ void check_targets(const Tensor &scores, const Tensor &target, int64_t ignore_in
     KILN_CHECK(v == ignore_index || (v >= 0 && v < c), op, ": target ", v, " is out of bounds for ", c, " classes");
 }
 
+/// sum(per_sample) / weight_sum. With every sample ignored (weight_sum 0)
+/// the loss is NaN and the gradient zero, as in torch: the NaN is a
+/// constant, and the division (by 1 there) keeps the gradient finite.
+Tensor mean_over_valid(const Tensor &per_sample, const Tensor &weight_sum) {
+  Tensor none_valid = eq(weight_sum, zeros({}, weight_sum.dtype()));
+  Tensor denom = where(none_valid, ones({}, weight_sum.dtype()), weight_sum);
+  return where(none_valid, full({}, NAN, per_sample.dtype()), per_sample.sum() / denom);
+}
+
 /// Applies `reduction` to per-sample losses; Mean divides by the number of
 /// non-ignored samples (`weight_sum`, a 0-d tensor).
 Tensor reduce(const Tensor &per_sample, const Tensor &weight_sum, Reduction reduction) {
   switch (reduction) {
   case Reduction::None: return per_sample;
   case Reduction::Sum: return per_sample.sum();
-  case Reduction::Mean: return per_sample.sum() / weight_sum;
+  case Reduction::Mean: return mean_over_valid(per_sample, weight_sum);
   }
   return per_sample;
 }

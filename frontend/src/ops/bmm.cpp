@@ -77,16 +77,18 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
   check_operands(a, b);
   const DType result = promote_types(a.dtype(), b.dtype());
   const DType compute = gemm::compute_type(result);
-  std::optional<trace::GraphBreak> graph_break;  // kiln.matmul is f32 only: f64 runs eagerly
-  if (compute != kFloat32) graph_break.emplace("bmm");
+  // kiln.matmul is f32 or f64: a native 16-bit GEMM (never chosen while
+  // tracing, see gemm::compute_type) runs eagerly.
+  std::optional<trace::GraphBreak> graph_break;
+  if (compute != kFloat32 && compute != kFloat64) graph_break.emplace("bmm");
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out = Tensor::empty({x.size(0), x.size(1), y.size(2)}, compute);
   if (trace::skip_compute()) {
     // lazy segment trace: the compiled segment computes it
   } else if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
   else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
-  else if (out.numel() > 0 && compute != kFloat32) bmm_half(x, y, out);
-  else if (out.numel() > 0) bmm_float(x, y, out);
+  else if (out.numel() > 0 && compute != kFloat32) gemm::guarded("bmm", x, y, [&] { bmm_half(x, y, out); });
+  else if (out.numel() > 0) gemm::guarded("bmm", x, y, [&] { bmm_float(x, y, out); });
   trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul (a no-op while a graph break pauses tracing)
   if (autograd::any_requires_grad({x, y}))
     autograd::record(out, "BmmBackward", {x, y}, {x, y},

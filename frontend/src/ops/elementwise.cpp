@@ -99,6 +99,16 @@ std::pair<Tensor, Tensor> prepare(const Tensor &a, const Tensor &b, DType comput
   return {a.to(compute).expand(s), b.to(compute).expand(s)};
 }
 
+/// torch.maximum of two elements: NaN if either is NaN, else the larger,
+/// the first on a tie (so maximum(-0.0, 0.0) is -0.0, as torch's CPU kernel).
+template <class T> T maximum_value(T p, T q) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (p != p) return p;
+    if (q != q) return q;
+  }
+  return p < q ? q : p;
+}
+
 enum class Bin { Add, Sub, Mul, Div, Max };
 
 Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
@@ -118,7 +128,7 @@ Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
     case Bin::Sub: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p - q); }); break;
     case Bin::Mul: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p * q); }); break;
     case Bin::Div: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p / q); }); break;
-    case Bin::Max: map2<T, T, T>(x, y, out, [](T p, T q) { return p > q ? p : q; }); break;
+    case Bin::Max: map2<T, T, T>(x, y, out, [](T p, T q) { return maximum_value(p, q); }); break;
     }
   });
   switch (op) {
@@ -151,9 +161,11 @@ Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
     case Bin::Max:
       autograd::record(out, "MaximumBackward", {x, y}, {x, y},
                        [](const TensorList &g, const TensorList &s) -> TensorList {
+                         // As torch: ties split the gradient; where either
+                         // operand is NaN (no order) both get all of it.
                          Tensor zero = zeros({}, g[0].dtype());
-                         Tensor half = where(eq(s[0], s[1]), g[0] * 0.5, zero);
-                         return {where(gt(s[0], s[1]), g[0], half), where(lt(s[0], s[1]), g[0], half)};
+                         Tensor shared = where(eq(s[0], s[1]), g[0] * 0.5, g[0]);
+                         return {where(lt(s[0], s[1]), zero, shared), where(gt(s[0], s[1]), zero, shared)};
                        });
       break;
     }
@@ -175,7 +187,8 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
     using T = decltype(zero);
     switch (op) {
     case Un::Neg: map1<T, T>(x, out, [](T v) { return static_cast<T>(-v); }); break;
-    case Un::Relu: map1<T, T>(x, out, [](T v) { return v > T(0) ? v : T(0); }); break;
+    // NaN and -0.0 pass through (torch.relu is clamp_min(x, 0)).
+    case Un::Relu: map1<T, T>(x, out, [](T v) { return v < T(0) ? T(0) : v; }); break;
     case Un::Exp:
       if constexpr (std::is_same_v<T, float>)
         map1<float, float>(x, out, [](float v) { return kernels::exp_f32(v); },
@@ -211,7 +224,8 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
       break;
     case Un::Relu:
       autograd::record(out, "ReluBackward", {x}, {saved_out}, [](const TensorList &g, const TensorList &s) -> TensorList {
-        return {where(gt(s[0], zeros({}, s[0].dtype())), g[0], zeros({}, g[0].dtype()))};
+        // threshold_backward: zero where the result is <= 0; NaN keeps g (as torch).
+        return {where(le(s[0], zeros({}, s[0].dtype())), zeros({}, g[0].dtype()), g[0])};
       });
       break;
     case Un::Sqrt:
@@ -365,6 +379,9 @@ Tensor pow(const Tensor &a, double exponent) {
   trace::record(ir::OpKind::Pow, {x}, out, pow_attrs);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "PowBackward", {x}, {x}, [exponent](const TensorList &g, const TensorList &s) -> TensorList {
+      // x^0 is the constant 1: its gradient is 0 everywhere, also at x = 0
+      // where the general formula gives 0 * inf = NaN (torch's pow_backward).
+      if (exponent == 0.0) return {zeros(s[0].sizes(), g[0].dtype())};
       return {g[0] * pow(s[0], exponent - 1.0) * exponent};
     });
   return a.dtype() != compute ? out.to(a.dtype()) : out;

@@ -1,6 +1,8 @@
 // gemm_utils.h (internal) - which element type eager matmul/bmm multiply in.
 #pragma once
 
+#include <exception>
+
 #include "kiln/runtime/Gemm.h"
 #include "kiln/tensor.h"
 #include "../trace.h"
@@ -28,6 +30,21 @@ inline runtime::Matrix16View matrix16_view(const Tensor &t) {
       static_cast<const uint16_t *>(t.impl()->storage->data()) + t.storage_offset();
   const int64_t d = t.dim();
   return runtime::Matrix16View{base, t.size(d - 2), t.size(d - 1), t.stride(d - 2), t.stride(d - 1)};
+}
+
+/// Runs `call` (a runtime GEMM on a and b) and turns any exception the GEMM
+/// library throws into a kiln::Error naming `op` and both operands' shapes,
+/// strides and dtypes.
+template <class F> void guarded(const char *op, const Tensor &a, const Tensor &b, F &&call) {
+  try {
+    call();
+  } catch (const Error &) {
+    throw;
+  } catch (const std::exception &e) {
+    KILN_CHECK(false, op, ": the GEMM failed for ", shape_str(a.sizes()), " (strides ", shape_str(a.strides()), ") x ",
+               shape_str(b.sizes()), " (strides ", shape_str(b.strides()), ") ", dtype_name(a.dtype()), ": ",
+               e.what());
+  }
 }
 
 }  // namespace kiln::gemm

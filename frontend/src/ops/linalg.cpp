@@ -39,9 +39,12 @@ Tensor matmul_2d(const Tensor &a, const Tensor &b) {
   } else if (a.dtype() == kFloat64)
     dgemm(a, b, out);
   else if (a.dtype() == kBFloat16 || a.dtype() == kFloat16)  // gemm::compute_type chose the native 16-bit GEMM
-    runtime::gemm16(a.dtype(), gemm::matrix16_view(a), gemm::matrix16_view(b), a.dtype(), out.raw_data(), b.size(1));
+    gemm::guarded("matmul", a, b, [&] {
+      runtime::gemm16(a.dtype(), gemm::matrix16_view(a), gemm::matrix16_view(b), a.dtype(), out.raw_data(), b.size(1));
+    });
   else
-    runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1));
+    gemm::guarded("matmul", a, b,
+                  [&] { runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1)); });
   trace::record(ir::OpKind::Matmul, {a, b}, out);
   if (autograd::any_requires_grad({a, b}))
     autograd::record(out, "MmBackward", {a, b}, {a, b},

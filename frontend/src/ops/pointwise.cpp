@@ -205,8 +205,12 @@ Tensor clamp(const Tensor &a, double min, double max) {
   if (!a.is_floating_point() && !(integral(min) && integral(max))) result = kFloat32;
   Tensor x = a.to(is_half(result) ? kFloat32 : result);
   // max(min(x, ...)) order as torch.clamp: min > max gives max everywhere.
-  // NaN compares false and passes through; the gradient is 1 where x is kept.
+  // The gradient is 1 where x is kept. NaN passes through with gradient 0
+  // (torch's clamp_backward masks with comparisons that are false for NaN):
+  // it is replaced by a NaN constant, so no gradient flows to it.
   Tensor out = x;
+  const bool bounded = min != -INFINITY || max != INFINITY;
+  if (bounded && x.is_floating_point()) out = replace_where(out, ne(out, out), NAN);
   if (min != -INFINITY) out = replace_where(out, lt(out, full({}, min, x.dtype())), min);
   if (max != INFINITY) out = replace_where(out, gt(out, full({}, max, x.dtype())), max);
   if (out.impl() == x.impl()) out = x.clone();  // never alias the input

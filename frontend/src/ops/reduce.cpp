@@ -181,10 +181,13 @@ Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) {
   Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64);
   const double *p = c.data_ptr<double>();
   int64_t *o = out.data_ptr<int64_t>();
+  // The first NaN wins (as torch.argmax and Kiln's max(x, dim).indices);
+  // ties keep the first index.
   for (int64_t i = 0; i < out.numel(); ++i) {
+    const double *row = p + i * inner;
     int64_t best = 0;
-    for (int64_t j = 1; j < inner; ++j)
-      if (p[i * inner + j] > p[i * inner + best]) best = j;
+    for (int64_t j = 1; j < inner && row[best] == row[best]; ++j)
+      if (row[j] > row[best] || row[j] != row[j]) best = j;
     o[i] = best;
   }
   return out;

@@ -36,17 +36,18 @@ func.func @constant_int_nan() -> tensor<2xi64> {
 // -----
 
 func.func @constant_dynamic() -> tensor<?xf32> {
-  // expected-error @+1 {{'kiln.constant' op result #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<?xf32>'}}
+  // expected-error @+1 {{'kiln.constant' op result #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<?xf32>'}}
   %0 = kiln.constant 0.0 : tensor<?xf32>
   return %0 : tensor<?xf32>
 }
 
 // -----
 
-func.func @constant_f64() -> tensor<2xf64> {
-  // expected-error @+1 {{'kiln.constant' op result #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<2xf64>'}}
-  %0 = kiln.constant 0.0 : tensor<2xf64>
-  return %0 : tensor<2xf64>
+// f64 is a Kiln type now; f8 is not.
+func.func @constant_f8() -> tensor<2xf8E4M3FN> {
+  // expected-error @+1 {{'kiln.constant' op result #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<2xf8E4M3FN>'}}
+  %0 = kiln.constant 0.0 : tensor<2xf8E4M3FN>
+  return %0 : tensor<2xf8E4M3FN>
 }
 
 // -----
@@ -67,16 +68,17 @@ func.func @convert_rank(%a: tensor<4x8xf32>) -> tensor<32xf32> {
 
 // -----
 
-func.func @convert_f64(%a: tensor<4xf32>) -> tensor<4xf64> {
-  // expected-error @+1 {{'kiln.convert' op result #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<4xf64>'}}
-  %0 = kiln.convert %a : tensor<4xf32> -> tensor<4xf64>
-  return %0 : tensor<4xf64>
+// f64 is a Kiln type now; f8 is not.
+func.func @convert_f8(%a: tensor<4xf32>) -> tensor<4xf8E4M3FN> {
+  // expected-error @+1 {{'kiln.convert' op result #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<4xf8E4M3FN>'}}
+  %0 = kiln.convert %a : tensor<4xf32> -> tensor<4xf8E4M3FN>
+  return %0 : tensor<4xf8E4M3FN>
 }
 
 // -----
 
 func.func @convert_i32(%a: tensor<4xi32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.convert' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'kiln.convert' op operand #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<4xi32>'}}
   %0 = kiln.convert %a : tensor<4xi32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -104,7 +104,7 @@ func.func @matmul_result_element(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>) ->
 // -----
 
 func.func @matmul_bool(%a: tensor<4x8xi1>, %b: tensor<8x16xi1>) -> tensor<4x16xi1> {
-  // expected-error @+1 {{'kiln.matmul' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<4x8xi1>'}}
+  // expected-error @+1 {{'kiln.matmul' op operand #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<4x8xi1>'}}
   %0 = kiln.matmul %a, %b : tensor<4x8xi1>, tensor<8x16xi1> -> tensor<4x16xi1>
   return %0 : tensor<4x16xi1>
 }
@@ -112,7 +112,7 @@ func.func @matmul_bool(%a: tensor<4x8xi1>, %b: tensor<8x16xi1>) -> tensor<4x16xi
 // -----
 
 func.func @matmul_dynamic_rhs(%a: tensor<4x8xf32>, %b: tensor<8x?xf32>) -> tensor<4x16xf32> {
-  // expected-error @+1 {{'kiln.matmul' op operand #1 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<8x?xf32>'}}
+  // expected-error @+1 {{'kiln.matmul' op operand #1 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<8x?xf32>'}}
   %0 = kiln.matmul %a, %b : tensor<4x8xf32>, tensor<8x?xf32> -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }

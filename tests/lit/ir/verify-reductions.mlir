@@ -77,7 +77,7 @@ func.func @reduce_max_element(%a: tensor<4x8xf32>) -> tensor<4xi64> {
 // -----
 
 func.func @reduce_sum_bool(%a: tensor<4x8xi1>) -> tensor<4xi1> {
-  // expected-error @+1 {{'kiln.reduce_sum' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<4x8xi1>'}}
+  // expected-error @+1 {{'kiln.reduce_sum' op operand #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<4x8xi1>'}}
   %0 = kiln.reduce_sum %a [1] : tensor<4x8xi1> -> tensor<4xi1>
   return %0 : tensor<4xi1>
 }
@@ -85,7 +85,7 @@ func.func @reduce_sum_bool(%a: tensor<4x8xi1>) -> tensor<4xi1> {
 // -----
 
 func.func @reduce_max_dynamic(%a: tensor<4x?xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.reduce_max' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<4x?xf32>'}}
+  // expected-error @+1 {{'kiln.reduce_max' op operand #0 must be statically shaped tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 64-bit signless integer values, but got 'tensor<4x?xf32>'}}
   %0 = kiln.reduce_max %a [1] : tensor<4x?xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -17,7 +17,7 @@ def Kiln_Dialect : Dialect {
   let summary = "Tensor operations of the Kiln deep-learning compiler";
   let description = [{
     Operations on ranked tensors with static shapes and element types f32,
-    f16, bf16, i64 (signless) and i1 (bool). Layout operations (transpose,
+    f64, f16, bf16, i64 (signless) and i1 (bool). Layout operations (transpose,
     broadcast, reshape) are views at execution time; `kiln.fusion` groups
     elementwise ops and reductions into one generated kernel.
   }];
@@ -26,13 +26,13 @@ def Kiln_Dialect : Dialect {
 }
 
 // Element types and tensor constraints.
-def Kiln_FloatElement : AnyTypeOf<[F32, F16, BF16]>;
-def Kiln_NumericElement : AnyTypeOf<[F32, F16, BF16, I64]>;
-def Kiln_AnyElement : AnyTypeOf<[F32, F16, BF16, I64, I1]>;
+def Kiln_FloatElement : AnyTypeOf<[F32, F64, F16, BF16]>;
+def Kiln_NumericElement : AnyTypeOf<[F32, F64, F16, BF16, I64]>;
+def Kiln_AnyElement : AnyTypeOf<[F32, F64, F16, BF16, I64, I1]>;
 
-def Kiln_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I64, I1]>;
-def Kiln_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I64]>;
-def Kiln_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Kiln_Tensor : StaticShapeTensorOf<[F32, F64, F16, BF16, I64, I1]>;
+def Kiln_NumericTensor : StaticShapeTensorOf<[F32, F64, F16, BF16, I64]>;
+def Kiln_FloatTensor : StaticShapeTensorOf<[F32, F64, F16, BF16]>;
 def Kiln_BoolTensor : StaticShapeTensorOf<[I1]>;
 
 // Comparison predicates of kiln.compare (ordered float / signed integer).

@@ -29,7 +29,8 @@ void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc);
 /// primitive for the whole batch (cached by shape and strides, as
 /// gemm16_batched's), which spreads the batch over the threads: a
 /// [64 x 64 x 32] attention batch in one call instead of 64 sgemm calls;
-/// batch 1 is sgemm. Precondition: A.cols == B.rows.
+/// batch 1 is sgemm. Strides oneDNN has no matmul for are copied dense and
+/// tried again, then run as one sgemm per entry. Precondition: A.cols == B.rows.
 void sgemm_batched(int64_t batch, const MatrixView &A, int64_t a_batch_stride, const MatrixView &B,
                    int64_t b_batch_stride, float *C, int64_t ldc, int64_t c_batch_stride);
 
@@ -78,9 +79,13 @@ bool gemm16_native(DType in);
 ///    multiplied by sgemm per batch entry, C rounded once to float16 (nearest
 ///    even) when out is Float16: the result PyTorch's CPU f16 matmul gives
 ///    (float32 accumulation, one rounding), at f32 speed plus two conversions.
+///  - Any strides run: when oneDNN creates no matmul for the layouts (a
+///    broadcast, transposed operand, say), the operands are copied dense and
+///    tried again, and without any oneDNN matmul the batch goes through
+///    float32 sgemms (the same float32 sums, one rounding).
 /// Throws std::runtime_error naming the bad value when `in` is not BFloat16
 /// or Float16, `out` is neither Float32 nor `in`, A.cols != B.rows, or batch
-/// < 0; and (with oneDNN's message) when oneDNN creates no primitive.
+/// < 0 (callers turn it into kiln::Error or a launch error).
 void gemm16_batched(DType in, int64_t batch, const Matrix16View &A, int64_t a_batch_stride, const Matrix16View &B,
                     int64_t b_batch_stride, DType out, void *C, int64_t ldc, int64_t c_batch_stride);
 
