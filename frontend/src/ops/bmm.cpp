@@ -2,7 +2,8 @@
 // float32 runs runtime::sgemm (oneDNN) once per batch on strided matrix
 // views (transposed operands cost nothing); bfloat16 x bfloat16 runs
 // runtime::gemm16_batched (one oneDNN matmul for the whole batch,
-// AMX/AVX512-BF16; batch stride 0 broadcasts); float64 is a plain loop.
+// AMX/AVX512-BF16; batch stride 0 broadcasts); float64 is a plain loop
+// (traced as an f64 kiln.matmul, which the compiled runtime also loops).
 #include <optional>
 #include <algorithm>
 
