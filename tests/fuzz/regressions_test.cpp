@@ -43,3 +43,13 @@ TEST(FuzzRegression, Seed1_Graph69) {
   expect_compiled_matches_eager("B=2 x[2,3] p[4,3] p[4] ; linear(0,1,2;;0x0p+0)",
                                 "budget=1 remat=1 autocast=bfloat16 batch2=0", 14678400060316808901u);
 }
+
+// float64 in a compiled graph: the kiln dialect rejected f64 ('kiln.convert'
+// op result ... tensor<2x2x2xf64>); fixed by h1's float64 support (f64 in the
+// dialect, libm calls, f64 GEMM loop).
+// forward(x):
+//   Tensor v1 = (x.to(kFloat64) * 2.0).to(x.dtype());
+TEST(FuzzRegression, Seed2_ViaFloat64) {
+  expect_compiled_matches_eager("B=2 x[2,2,2] ; via_f64(0;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 1741344289102933345u);
+}
