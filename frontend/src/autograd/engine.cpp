@@ -92,6 +92,30 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots, bool re
   }
 }
 
+/// The backward inside checkpoint's node: runs the graph of the recomputed
+/// `out` with gradient `g`. Gradients reaching leaves go where the enclosing
+/// backward sends them (.grad under backward(), grad()'s slots under grad(),
+/// so a compiled trace, which uses grad(), sees the parameters' gradients and
+/// writes no .grad). Returns the gradients of `inputs` (fresh leaves; undefined
+/// for those that get none).
+TensorList recompute_backward(const Tensor &out, const Tensor &g, const TensorList &inputs) {
+  NoGradGuard no_grad;
+  run_backward({out}, {g}, /*retain_graph=*/false);
+  TensorList grads;
+  for (const Tensor &in : inputs) {
+    if (!in.requires_grad()) {
+      grads.emplace_back();
+    } else if (!capture) {
+      grads.push_back(in.grad());
+    } else {
+      auto it = capture->find(in.impl());
+      grads.push_back(it == capture->end() ? Tensor() : it->second);
+      if (it != capture->end()) capture->erase(it);
+    }
+  }
+  return grads;
+}
+
 }  // namespace
 
 Node::Node() : sequence_nr(next_sequence_nr++) {}
@@ -198,7 +222,7 @@ void backward(const TensorList &roots, const TensorList &grad_roots, bool retain
   // Backward formulas never build a graph of their own (no create_graph).
   NoGradGuard no_grad;
   auto *prev = capture;
-  capture = nullptr;  // a nested backward (checkpoint) accumulates into .grad
+  capture = nullptr;  // a backward() called inside grad() accumulates into .grad, as in PyTorch
   try {
     run_backward(roots, grad_roots, retain_graph);
   } catch (...) {
@@ -268,10 +292,8 @@ Tensor checkpoint(const std::function<Tensor(const TensorList &)> &fn, const Ten
         }
         gen.manual_seed(seed_now);
         gen.set_offset(offset_now);
-        if (recomputed.requires_grad()) backward({recomputed}, {g[0]});
-        TensorList grads;
-        for (const Tensor &d : detached) grads.push_back(d.requires_grad() ? d.grad() : Tensor());
-        return grads;
+        if (!recomputed.requires_grad()) return TensorList(detached.size());
+        return recompute_backward(recomputed, g[0], detached);
       },
       inputs);
   set_history({out}, node, inputs);
