@@ -94,5 +94,17 @@ TEST(CompileCorrectness, TracingWritesNoGradients) {
   for (const auto &[name, p] : compiled->named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;
 }
 
+// ---- parameters without a gradient -------------------------------------------------
+
+TEST(CompileCorrectness, ParameterWithoutGradientStaysUndefined) {
+  auto uses_w_only = [](const Tensor &x, Program &m) { return tanh(matmul(x, m.w)); };
+  expect_compiled_equals_eager(uses_w_only, /*input_grad=*/false);
+  expect_compiled_equals_eager(uses_w_only, /*input_grad=*/true);
+  // The same after a graph break (segments).
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) { return tanh(matmul(graph_break(x), m.w)); });
+  // An input that does not reach the output gets no gradient either.
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) { return tanh(m.w) + 0.0 * x.sum().detach(); });
+}
+
 }  // namespace
 }  // namespace kiln

@@ -184,6 +184,21 @@ struct CompiledBackward : autograd::Node {
   bool released = false;
 };
 
+/// The defined gradients among `grads`, and in `positions` the positions of
+/// those (a tensor that no gradient reaches keeps an undefined .grad, as in
+/// eager: a zero gradient would let optimizers decay and move it).
+std::vector<Tensor> defined_gradients(const std::vector<Tensor> &grads, std::vector<int> &positions) {
+  std::vector<Tensor> kept;
+  std::vector<int> kept_positions;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) {
+      kept.push_back(grads[i]);
+      kept_positions.push_back(positions[i]);
+    }
+  positions = std::move(kept_positions);
+  return kept;
+}
+
 /// Traces forward + backward of `module` on `input`: the artifact's graph,
 /// captured tensors, random draws and gradient positions (not compiled yet).
 std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward) {
@@ -223,9 +238,7 @@ std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const
         positions.push_back(0);
       }
       if (!targets.empty()) {
-        grads = autograd::grad({output}, {tangent}, targets);
-        for (size_t i = 0; i < grads.size(); ++i)
-          if (!grads[i].defined()) grads[i] = zeros(targets[i].sizes(), targets[i].dtype());
+        grads = defined_gradients(autograd::grad({output}, {tangent}, targets), positions);
         artifact->grad_inputs = positions;
       }
     }
@@ -634,13 +647,10 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const i
         tangents.push_back(tangent);
       }
     }
-    if (!targets.empty() && !with_grad.empty()) {
-      grads = autograd::grad(with_grad, tangents, targets);
-      for (size_t i = 0; i < grads.size(); ++i)
-        if (!grads[i].defined()) grads[i] = zeros(targets[i].sizes(), targets[i].dtype());
-    } else {
+    if (!targets.empty() && !with_grad.empty())
+      grads = defined_gradients(autograd::grad(with_grad, tangents, targets), artifact.grad_inputs);
+    else
       artifact.grad_inputs.clear();
-    }
   }
   artifact.traced = tracer.finish(outputs, grads);
   std::string error;
