@@ -213,7 +213,7 @@ Tensor Tensor::detach() const {
   impl->dtype = i.dtype;
   impl->device = i.device;
   Tensor out(std::move(impl));
-  trace::alias(*this, out);
+  trace::detach(*this, out);
   return out;
 }
 

@@ -26,6 +26,14 @@ void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &ou
             const Attrs &attrs = {});
 /// Records that `dst` holds the same value as `src` (detach, contiguous, clone).
 void alias(const Tensor &src, const Tensor &dst);
+/// Records that `dst` is `src` detached: the same value, through which no
+/// gradient flows. Under a whole-graph trace (where eager autograd itself
+/// sees the detach) it is an alias; under a lazy segment trace it is a node
+/// that the segment's replay runs as detach().
+void detach(const Tensor &src, const Tensor &dst);
+/// True while a lazy segment trace runs and `t` is a value it computed, which
+/// has no data yet (a copy of any other tensor is made for real).
+bool lazy_value(const Tensor &t);
 /// True while a lazy (segment) trace runs: the eager kernels skip their
 /// compute, because the values are produced by the compiled segment when it
 /// is flushed (see GraphBreak).

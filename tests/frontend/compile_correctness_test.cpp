@@ -106,5 +106,96 @@ TEST(CompileCorrectness, ParameterWithoutGradientStaysUndefined) {
   expect_compiled_equals_eager([](const Tensor &x, Program &m) { return tanh(m.w) + 0.0 * x.sum().detach(); });
 }
 
+// ---- graph-break segments ------------------------------------------------------------
+
+TEST(CompileCorrectness, DetachInSegmentStopsGradients) {
+  // Eager: d/dx (2x + x.detach()) = 2 (the "dx 3 where eager gives 2").
+  expect_compiled_equals_eager([](const Tensor &x, Program &) {
+    Tensor y = graph_break(x) * 1.0;
+    return y * 2.0 + y.detach();
+  });
+  expect_compiled_equals_eager([](const Tensor &x, Program &) {
+    Tensor y = graph_break(x);
+    return y * 2.0 + y.detach();  // detach of a segment input
+  });
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) {
+    Tensor y = matmul(graph_break(x), m.w);
+    return y + m.w.detach().sum() * y.detach();
+  });
+}
+
+TEST(CompileCorrectness, CloneThenInPlaceSeesTheUpdate) {
+  auto no_grad_programs = std::vector<Program::Fn>{
+      [](const Tensor &x, Program &) {
+        Tensor h = graph_break(x) * 2.0;
+        Tensor c = h.clone();
+        c.add_(ones({4, 6}), 1.0);
+        return c * 3.0 + h;
+      },
+      [](const Tensor &x, Program &) {
+        Tensor c = graph_break(x).clone();  // clone of a segment input
+        c.mul_(2.0);
+        return c + x;
+      },
+      [](const Tensor &x, Program &) {
+        Tensor z = cat({x * 1.0, x * 2.0}, 0);  // cat runs eagerly: z is real
+        Tensor c = z.clone();
+        c.mul_(2.0);
+        return c + 1.0;
+      },
+      [](const Tensor &x, Program &) {
+        Tensor c = graph_break(x).t().contiguous();  // a copy of a view of an input
+        c.add_(ones({6, 4}), -1.0);
+        return c * 1.0;
+      },
+  };
+  for (size_t i = 0; i < no_grad_programs.size(); ++i) {
+    SCOPED_TRACE("program " + std::to_string(i));
+    expect_compiled_equals_eager(no_grad_programs[i], /*input_grad=*/false);
+  }
+}
+
+TEST(CompileCorrectness, StridedViewsEnterSegmentsWithTheirLayout) {
+  auto programs = std::vector<Program::Fn>{
+      [](const Tensor &x, Program &) { return x.narrow(1, 1, 3) * 2.0 + 1.0; },
+      [](const Tensor &x, Program &) { return slice(x * 1.0, 1, 0, 6, 2) * 2.0; },
+      [](const Tensor &x, Program &) { return graph_break(x).t() * 3.0; },
+      [](const Tensor &x, Program &m) { return matmul(slice(x, 0, 1, 4, 2).t(), slice(x, 0, 0, 4, 2)) + m.w; },
+      [](const Tensor &x, Program &) {
+        Tensor t = (x * 2.0).t();
+        return t.narrow(0, 2, 3) + 1.0;  // a view of a value the segment computes
+      },
+      // contiguous()/clone() of a real strided view: the copy reads its layout
+      [](const Tensor &x, Program &) { return (x * 2.0).narrow(1, 1, 3).contiguous() * 1.0; },
+      [](const Tensor &x, Program &) { return slice(x * 2.0, 1, 0, 6, 2).clone(); },
+      [](const Tensor &x, Program &) { return (x * 2.0).narrow(0, 1, 2).t().reshape({-1}) * 2.0; },
+      [](const Tensor &x, Program &m) { return matmul(slice(x, 1, 0, 6, 2), slice(m.w, 0, 0, 6, 2)); },
+  };
+  for (size_t i = 0; i < programs.size(); ++i) {
+    SCOPED_TRACE("program " + std::to_string(i));
+    expect_compiled_equals_eager(programs[i]);
+  }
+}
+
+TEST(CompileCorrectness, SegmentFlushDoesNotBumpVersions) {
+  // gelu (a graph break) saves its input h; a view of h recorded in the next
+  // segment is live at the following flush and gets its value then, which
+  // must not count as an in-place update of the saved h.
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) {
+    Tensor h = matmul(x, m.w);
+    Tensor g = gelu(h);
+    Tensor hv = h.reshape({6, 4});
+    graph_break(g);
+    return hv.reshape({4, 6}) * g;
+  });
+  expect_compiled_equals_eager([](const Tensor &x, Program &) {
+    Tensor h = x * 1.0;
+    Tensor g = gelu(h);
+    Tensor ht = h.t();
+    graph_break(g);
+    return ht.t() * g;
+  });
+}
+
 }  // namespace
 }  // namespace kiln

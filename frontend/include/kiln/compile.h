@@ -155,8 +155,8 @@ public:
 private:
   Tensor forward_segments(const Tensor &input);
   void flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op);
-  std::shared_ptr<Segment> compile_segment(const ir::Graph &graph, const std::vector<Tensor> &inputs,
-                                           bool grad_enabled);
+  std::shared_ptr<Segment> compile_segment(const ir::Graph &graph, const std::vector<int> &detached,
+                                           const std::vector<Tensor> &inputs, bool grad_enabled);
   bool graph_breaks_ = false;  ///< the whole graph hit an uncapturable op: run as segments
   std::map<std::string, std::shared_ptr<Segment>> segments_;
   std::vector<std::string> last_breaks_;

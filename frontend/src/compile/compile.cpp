@@ -337,6 +337,17 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
   throw Error(std::string("kiln::compile: graph-break segment: cannot replay op ") + ir::toString(n.kind));
 }
 
+/// Gives a lazily recorded tensor its computed value. This is not an
+/// in-place update of user data (the tensor had no value yet, or it is a view
+/// of a real tensor and gets the values that tensor holds), so the version
+/// of its storage stays: autograd's saved tensors that share it stay valid.
+void assign_value(Tensor &holder, const Tensor &value) {
+  auto &version = holder.impl()->storage->version;
+  const uint64_t before = version.load();
+  holder.copy_(value);
+  version.store(before);
+}
+
 /// A string that identifies a segment graph exactly (its guard).
 std::string graph_signature(const ir::Graph &g) {
   std::ostringstream os;
@@ -552,8 +563,11 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
     for (Tensor &t : tensors) holders.push_back(t);
   ir::Graph graph = tracer.finish(holders, {});
   std::vector<Tensor> inputs = tracer.captured();
+  const std::vector<int> detached = tracer.detached();
   tracer.reset();
-  std::string key = graph_signature(graph) + "|rg=";
+  std::string key = graph_signature(graph) + "|detached=";
+  for (int id : detached) key += std::to_string(id) + ",";
+  key += "|rg=";
   for (const Tensor &t : inputs) key += (grad_enabled && t.requires_grad()) ? '1' : '0';
   auto it = segments_.find(key);
   std::shared_ptr<Segment> segment;
@@ -561,7 +575,7 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
     segment = it->second;
     ++stats_.cache_hits;
   } else {
-    segment = compile_segment(graph, inputs, grad_enabled);
+    segment = compile_segment(graph, detached, inputs, grad_enabled);
     segments_[key] = segment;
     if (log_enabled("graph_breaks") || log_enabled("recompiles"))
       std::fprintf(stderr, "[kiln] %s: compiled segment (%d ops, %zu inputs, %zu outputs) ending %s%s%s\n",
@@ -579,7 +593,7 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
   KILN_CHECK(error.empty(), "kiln::compile: compiled segment failed: ", error);
   {
     NoGradGuard no_grad;
-    for (size_t k = 0; k < holders.size(); ++k) holders[k].copy_(from_view(results[k]));
+    for (size_t k = 0; k < holders.size(); ++k) assign_value(holders[k], from_view(results[k]));
   }
   if (artifact.graph.backward && !artifact.grad_inputs.empty() && !segment->grad_outputs.empty()) {
     auto node = std::make_shared<CompiledBackward>();
@@ -601,6 +615,7 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
 }
 
 std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const ir::Graph &graph,
+                                                                         const std::vector<int> &detached,
                                                                          const std::vector<Tensor> &inputs,
                                                                          bool grad_enabled) {
   // Re-trace the segment with eager ops on leaf copies of its inputs, with
@@ -630,7 +645,8 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const i
     for (const ir::Node &n : graph.nodes) {
       std::vector<Tensor> operands;
       for (int o : n.operands) operands.push_back(values[o]);
-      values[n.result] = run_node(n, operands, graph.values[n.result]);
+      const bool is_detach = std::find(detached.begin(), detached.end(), n.result) != detached.end();
+      values[n.result] = is_detach ? operands[0].detach() : run_node(n, operands, graph.values[n.result]);
     }
     std::vector<Tensor> with_grad, tangents;
     for (size_t k = 0; k < graph.outputs.size(); ++k) {

@@ -84,6 +84,7 @@ void Tracer::reset() {
   tangents_.clear();
   random_draws_.clear();
   captured_.clear();
+  detached_.clear();
 }
 
 void Tracer::add_user_input(const Tensor &t) { user_inputs_.push_back(define(t)); }
@@ -119,10 +120,25 @@ void Tracer::record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Te
 }
 
 void Tracer::alias(const Tensor &src, const Tensor &dst) {
+  // A lazy trace replays the graph with autograd: a copy of a tensor it did
+  // not compute (an input, a parameter, a real result of a graph break) is
+  // an identity node, so dst is a value of the segment, linked to its source
+  // and given a gradient edge at the flush.
+  if (lazy_ && !computed(src)) {
+    record(ir::OpKind::Reshape, {src}, dst, Attrs{});
+    return;
+  }
   const int id = find(src.impl());
-  if (id < 0) return;  // unseen source: dst is captured on first use
+  if (id < 0) return;  // whole-graph trace, unseen source: dst is captured on first use (eager autograd links them)
   ids_[dst.impl()] = id;
   impls_[id].push_back(dst.impl_ptr());
+}
+
+void Tracer::detach(const Tensor &src, const Tensor &dst) {
+  if (!lazy_) return alias(src, dst);
+  if (!knows(src)) return;  // an unseen tensor: dst is captured on first use, without a gradient
+  record(ir::OpKind::Reshape, {src}, dst, Attrs{});
+  detached_.push_back(find(dst.impl()));
 }
 
 ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs) {
@@ -167,6 +183,12 @@ Tensor random_input(const Shape &shape, const RandomDraw &draw) {
   tracer->add_random_input(t, draw);
   return t;
 }
+
+void detach(const Tensor &src, const Tensor &dst) {
+  if (current) current->detach(src, dst);
+}
+
+bool lazy_value(const Tensor &t) { return current != nullptr && current->lazy() && current->computed(t); }
 
 bool skip_compute() { return current != nullptr && current->lazy(); }
 

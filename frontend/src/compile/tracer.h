@@ -49,6 +49,11 @@ public:
   bool knows(const Tensor &t) const { return find(t.impl()) >= 0; }
   void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const struct Attrs &attrs);
   void alias(const Tensor &src, const Tensor &dst);
+  /// trace::detach: an alias, or under a lazy trace a node (see detached()).
+  void detach(const Tensor &src, const Tensor &dst);
+  /// Lazy traces: the values recorded as `detach(operand)` (each a Reshape
+  /// node to the same shape that the segment replay runs as detach()).
+  const std::vector<int> &detached() const { return detached_; }
 
   /// Final graph: inputs ordered [user inputs, captured, random, tangents].
   ir::Graph finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs);
@@ -67,7 +72,7 @@ private:
   std::vector<std::vector<std::weak_ptr<TensorImpl>>> impls_;
   bool lazy_ = false, user_grad_enabled_ = false;
   std::function<void(const char *op)> on_break_;
-  std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_;
+  std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_, detached_;
   std::vector<RandomDraw> random_draws_;
   std::vector<Tensor> captured_;
 };
