@@ -72,6 +72,17 @@ private:
   bool grad_was_enabled_ = false;
 };
 
+/// autograd::checkpoint's region, for lazy segment traces (graph breaks):
+/// checkpoint_begin() flushes the segment recorded so far, and
+/// checkpoint_end() flushes the ops recorded since as a segment of their own
+/// that saves nothing for backward and recomputes its forward there (so a
+/// user's checkpoint keeps its memory saving after a graph break). Outside
+/// a lazy trace: nothing (a whole-graph trace records the checkpoint's
+/// forward and its recomputation through eager autograd). Call them in
+/// pairs; regions nest.
+void checkpoint_begin();
+void checkpoint_end();
+
 /// Draws a random tensor of the given shape (the shape is an argument so a
 /// shape-generic compiled graph can draw at the size of each call).
 using RandomDraw = std::function<Tensor(const Shape &)>;

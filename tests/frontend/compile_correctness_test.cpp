@@ -197,5 +197,123 @@ TEST(CompileCorrectness, SegmentFlushDoesNotBumpVersions) {
   });
 }
 
+
+// ---- autograd::checkpoint after a graph break ------------------------------------
+
+/// Four tanh layers [N, 256] after a graph break, each checkpointed or not.
+struct DeepAfterBreak : nn::Module {
+  bool checkpointed;
+  std::vector<Tensor> ws;
+  explicit DeepAfterBreak(bool checkpoint) : checkpointed(checkpoint) {
+    manual_seed(4);
+    for (int i = 0; i < 4; ++i) ws.push_back(register_parameter("w" + std::to_string(i), randn({256, 256}) * 0.06));
+  }
+  Tensor forward(const Tensor &x) override {
+    Tensor h = graph_break(x);
+    for (const Tensor &w : ws) {
+      auto layer = [w](const TL &in) { return tanh(matmul(tanh(matmul(in[0], w)), w)); };
+      h = checkpointed ? autograd::checkpoint(layer, {h}) : layer({h});
+    }
+    return h;
+  }
+  std::string name() const override { return "DeepAfterBreak"; }
+};
+
+/// Peak bytes allocated above the starting point over forward + backward.
+int64_t step_peak_bytes(nn::Module &model, const Tensor &x) {
+  auto &alloc = runtime::cpu_allocator();
+  const int64_t before = alloc.stats().current_bytes;
+  alloc.reset_peak_stats();
+  model.zero_grad();
+  model.forward(x).sum().backward();
+  return alloc.stats().peak_bytes - before;
+}
+
+TEST(CompileCorrectness, CheckpointAfterGraphBreakRecomputesInBackward) {
+  manual_seed(9);
+  Tensor x = randn({512, 256});
+  auto plain = compile(std::make_shared<DeepAfterBreak>(false));
+  auto checkpointed = compile(std::make_shared<DeepAfterBreak>(true));
+  DeepAfterBreak eager_checkpointed(true);
+  for (int call = 0; call < 2; ++call) {  // the first call traces; the second runs the cached segments
+    step_peak_bytes(*plain, x);
+    step_peak_bytes(*checkpointed, x);
+  }
+  const int64_t plain_peak = step_peak_bytes(*plain, x), checkpointed_peak = step_peak_bytes(*checkpointed, x);
+  const int64_t eager_peak = step_peak_bytes(eager_checkpointed, x);
+  const int64_t activation = 512 * 256 * 4;  // one [512, 256] float32 value
+  // Checkpointed segments hold nothing but their inputs between forward and
+  // backward, as eager checkpointing: no more memory than eager's.
+  EXPECT_LT(checkpointed_peak, plain_peak) << "eager " << eager_peak;
+  EXPECT_LE(checkpointed_peak, eager_peak + activation / 4) << "plain " << plain_peak;
+  std::printf("peak bytes: compiled %lld, compiled + checkpoint %lld, eager + checkpoint %lld; saved %lld / %lld\n",
+              static_cast<long long>(plain_peak), static_cast<long long>(checkpointed_peak),
+              static_cast<long long>(eager_peak), static_cast<long long>(plain->stats().saved_bytes),
+              static_cast<long long>(checkpointed->stats().saved_bytes));
+  EXPECT_EQ(checkpointed->stats().saved_bytes, 0);
+  EXPECT_GT(plain->stats().saved_bytes, 4 * activation);
+  EXPECT_GT(checkpointed->stats().recompute_flops, 4 * 2 * 512 * 256 * 256);  // the matmuls at least
+  // memory_budget applies to segments too, and the stats sum the call's segments.
+  CompileOptions budget0;
+  budget0.memory_budget = 0.0;
+  auto recompute_all = compile(std::make_shared<DeepAfterBreak>(false), budget0);
+  step_peak_bytes(*recompute_all, x);
+  EXPECT_EQ(recompute_all->stats().saved_bytes, 0);
+  EXPECT_GT(recompute_all->stats().recompute_flops, checkpointed->stats().recompute_flops / 2);
+  // Gradients equal eager checkpointing.
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    eager_checkpointed.zero_grad();
+    checkpointed->zero_grad();
+    (eager_checkpointed.forward(x) * 1.5).sum().backward();
+    (checkpointed->forward(x) * 1.5).sum().backward();
+    test_models::expect_grads_close(eager_checkpointed, *checkpointed, 2e-3, 2e-5);
+  }
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) {
+    Tensor h = graph_break(x);
+    return autograd::checkpoint([&m](const TL &in) { return tanh(matmul(in[0], m.w) + m.v); }, {h}) * 2.0;
+  });
+}
+
+// ---- recompiles of segments --------------------------------------------------------
+
+TEST(CompileCorrectness, ItemConstantRecompilesAreBoundedAndExplained) {
+  auto fn = [](const Tensor &x, Program &m) {
+    Tensor h = relu(matmul(x, m.w));
+    const double scale = h.mean().item();  // a host value used as a constant: a new segment graph each call
+    return h * scale + m.v;
+  };
+  auto eager = std::make_shared<Program>(fn);
+  CompileOptions options;
+  options.cache_size_limit = 3;
+  auto compiled = compile(std::make_shared<Program>(fn), options);
+  setenv("KILN_LOG", "recompiles", 1);
+  ::testing::internal::CaptureStderr();
+  for (int call = 0; call < 20; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    manual_seed(200 + call);
+    Tensor x = randn({4, 6});
+    eager->zero_grad();
+    compiled->zero_grad();
+    Tensor ye = eager->forward(x), yc = compiled->forward(x);
+    expect_close(yc, ye, 1e-5, 1e-6, "output");
+    ye.sum().backward();
+    yc.sum().backward();
+    test_models::expect_grads_close(*eager, *compiled, 1e-5, 1e-6);
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("KILN_LOG");
+  // The segment before item() once, the one after it up to the limit; then eager.
+  EXPECT_EQ(compiled->stats().compiles, 1 + 3);
+  EXPECT_EQ(compiled->stats().eager_fallbacks, 20 - 3);
+  EXPECT_NE(log.find("recompiled because the constant of op"), std::string::npos) << log;
+  size_t warnings = 0;
+  for (size_t at = log.find("warning: segment 2"); at != std::string::npos; at = log.find("warning: segment 2", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << log;
+  const std::string report = explain(*compiled, randn({4, 6}), /*print=*/false);
+  EXPECT_NE(report.find("recompile 1: segment 2: the constant of op"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -23,7 +23,15 @@
 // segments and the eager ops between them. KILN_LOG=graph_breaks prints
 // where and why; CompiledModule::graph_breaks() lists the ops of the last
 // call. Segments are compiled with static shapes, once per distinct
-// segment graph (cache_size_limit does not apply to them); ops are recorded
+// segment graph; at each position of the call (the k-th segment) at most
+// cache_size_limit graphs are compiled, later new ones run eagerly (one
+// warning), and KILN_LOG=recompiles says what changed (a constant such as an
+// item() value used in arithmetic, an input shape). The ops of an
+// autograd::checkpoint region form a segment of their own that saves only
+// its inputs and recomputes its forward in backward, as eager checkpointing
+// does (an op that breaks the graph inside the region runs eagerly and
+// keeps what it saves). CompileStats' memory fields then sum the last call's
+// segments. Ops are recorded
 // on every call, so a module with breaks pays the per-op recording cost (no
 // kernel math) on top of its compiled segments. Host reads inside forward:
 // item() is a break and to_vector() of a computed value flushes the segment
@@ -153,12 +161,21 @@ public:
   const std::vector<std::string> &graph_breaks() const { return last_breaks_; }
 
 private:
+  struct SegmentCall;
+  struct SegmentSite;
   Tensor forward_segments(const Tensor &input);
   void flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op);
-  std::shared_ptr<Segment> compile_segment(const ir::Graph &graph, const std::vector<int> &detached,
-                                           const std::vector<Tensor> &inputs, bool grad_enabled);
+  /// The compiled segment for `call` (compiled now if new), or nullptr when
+  /// its position is past cache_size_limit (then it runs eagerly).
+  std::shared_ptr<Segment> find_segment(const SegmentCall &call, const char *op);
+  std::shared_ptr<Segment> compile_segment(const SegmentCall &call);
+  void run_segment(const Segment &segment, SegmentCall &call);
+  void run_segment_eagerly(SegmentCall &call);
   bool graph_breaks_ = false;  ///< the whole graph hit an uncapturable op: run as segments
   std::map<std::string, std::shared_ptr<Segment>> segments_;
+  std::vector<std::shared_ptr<SegmentSite>> sites_;  ///< per flush position of a call
+  int next_site_ = 0;                                 ///< position of the next flush in this call
+  bool warned_segment_limit_ = false;
   std::vector<std::string> last_breaks_;
   std::vector<std::string> recompile_reasons_;  ///< why each artifact after the first was compiled
   std::shared_ptr<Artifact> compile_for(const Tensor &input, const GuardKey &guard, bool grad_enabled);

@@ -10,6 +10,7 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "../amp/autocast.h"
+#include "../trace.h"
 
 namespace kiln::autograd {
 namespace {
@@ -264,11 +265,13 @@ Tensor checkpoint(const std::function<Tensor(const TensorList &)> &fn, const Ten
   Generator &gen = default_generator();
   const uint64_t seed = gen.seed(), offset = gen.offset();
   Tensor out;
+  trace::checkpoint_begin();  // kiln::compile's segments: fn's ops are recomputed in backward
   {
     NoGradGuard no_grad;
     out = fn(inputs);
   }
   KILN_CHECK(out.defined(), "checkpoint: fn returned an undefined tensor");
+  trace::checkpoint_end();
   if (!GradMode::is_enabled()) return out;
   // Gradients may also flow to parameters inside fn, so the node is recorded
   // whenever grad mode is on; its edges cover the explicit inputs.

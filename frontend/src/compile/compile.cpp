@@ -535,9 +535,14 @@ Tensor CompiledModule::forward_segments(const Tensor &input) {
   tracer.set_lazy(
       [&](const char *op) {
         flush_segment(tracer, grad_enabled, op);
-        breaks.push_back(op);
+        if (op) breaks.push_back(op);  // nullptr: a checkpoint region's boundary
       },
       grad_enabled);
+  // The memory stats describe this call: the sums over its segments.
+  next_site_ = 0;
+  stats_.num_fusions = 0;
+  stats_.saved_bytes = stats_.recompute_flops = 0;
+  stats_.forward_arena_bytes = stats_.backward_arena_bytes = 0;
   Tensor output;
   {
     // Lazy recording builds no autograd graph: each flushed segment gives its
@@ -547,9 +552,89 @@ Tensor CompiledModule::forward_segments(const Tensor &input) {
     output = module_->forward(input);
   }
   flush_segment(tracer, grad_enabled, nullptr);  // `output` is live: it gets its value here
+  stats_.arena_bytes = stats_.forward_arena_bytes + stats_.backward_arena_bytes;
   last_breaks_ = std::move(breaks);
   return output;
 }
+
+/// One flushed segment of this call: the recorded graph, the tensors it reads
+/// and the tensors that get its values.
+struct CompiledModule::SegmentCall {
+  ir::Graph graph;
+  std::vector<int> detached;     ///< values recorded as detach() (Tracer::detached)
+  std::vector<Tensor> inputs;    ///< per graph input, the tensor bound to it
+  std::vector<Tensor> holders;   ///< per graph output, the tensor that gets its value
+  std::string key;               ///< the segment's guard: graph, detaches, gradient flags, checkpoint
+  bool grad_enabled = false;     ///< the user's grad mode
+  bool checkpointed = false;     ///< inside autograd::checkpoint: saves nothing, recomputes in backward
+  int site = 0;                  ///< position among this call's flushes
+};
+
+/// The segments compiled at one position of the call (the k-th flush), to
+/// bound recompiles there and say why each happened.
+struct CompiledModule::SegmentSite {
+  int compiled = 0;        ///< segment graphs compiled at this position
+  ir::Graph last;          ///< the graph seen here last
+  std::string last_key;
+};
+
+namespace {
+
+/// Replays `graph` with eager ops on `values` (its inputs already set);
+/// detached values run as detach().
+void replay_nodes(const ir::Graph &graph, const std::vector<int> &detached, std::vector<Tensor> &values) {
+  for (const ir::Node &n : graph.nodes) {
+    std::vector<Tensor> operands;
+    for (int o : n.operands) operands.push_back(values[o]);
+    const bool is_detach = std::find(detached.begin(), detached.end(), n.result) != detached.end();
+    values[n.result] = is_detach ? operands[0].detach() : run_node(n, operands, graph.values[n.result]);
+  }
+}
+
+/// What differs between two segment graphs recorded at the same position, in
+/// words ("the constant of op 3 (kiln.mul operand) changed 0.5 -> 0.7",
+/// "input 0 shape [4, 6] -> [5, 6]"); the first few differences.
+std::string segment_change(const ir::Graph &old, const ir::Graph &now) {
+  std::vector<std::string> changes;
+  const size_t shared_inputs = std::min(old.inputs.size(), now.inputs.size());
+  for (size_t i = 0; i < shared_inputs; ++i) {
+    const ir::Value &a = old.values[old.inputs[i]], &b = now.values[now.inputs[i]];
+    if (a.shape != b.shape) changes.push_back("input " + std::to_string(i) + " shape " + shape_str(a.shape) + " -> " +
+                                              shape_str(b.shape));
+    if (a.type != b.type) changes.push_back("input " + std::to_string(i) + " dtype " + ir::toString(a.type) +
+                                            " -> " + ir::toString(b.type));
+  }
+  if (old.inputs.size() != now.inputs.size())
+    changes.push_back(std::to_string(now.inputs.size()) + " inputs (was " + std::to_string(old.inputs.size()) + ")");
+  if (old.nodes.size() != now.nodes.size())
+    changes.push_back(std::to_string(now.nodes.size()) + " ops (was " + std::to_string(old.nodes.size()) + ")");
+  const size_t shared_nodes = std::min(old.nodes.size(), now.nodes.size());
+  for (size_t i = 0; i < shared_nodes && changes.size() < 4; ++i) {
+    const ir::Node &a = old.nodes[i], &b = now.nodes[i];
+    const std::string op = "op " + std::to_string(i) + " (" + ir::toString(b.kind) + ")";
+    if (a.kind != b.kind) {
+      changes.push_back("op " + std::to_string(i) + " is " + ir::toString(b.kind) + " (was " + ir::toString(a.kind) + ")");
+      break;  // the rest is shifted
+    }
+    if (a.scalar != b.scalar) {
+      std::ostringstream os;
+      os << "the constant of " << op << " changed " << a.scalar << " -> " << b.scalar
+         << " (a host value, e.g. from item(), baked into the graph; pass it as a tensor instead)";
+      changes.push_back(os.str());
+    }
+    if (a.ints != b.ints || a.keepdim != b.keepdim || a.predicate != b.predicate)
+      changes.push_back("the attributes of " + op + " changed");
+    if (old.values[a.result].shape != now.values[b.result].shape)
+      changes.push_back("the result shape of " + op + " " + shape_str(old.values[a.result].shape) + " -> " +
+                        shape_str(now.values[b.result].shape));
+  }
+  if (changes.empty()) return "which inputs require grad, the detached values or the outputs changed";
+  std::string out;
+  for (size_t i = 0; i < changes.size(); ++i) out += (i ? "; " : "") + changes[i];
+  return out;
+}
+
+}  // namespace
 
 void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op) {
   trace::PauseTracing pause;  // everything here runs for real and records nothing
@@ -558,33 +643,73 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
     tracer.reset();
     return;
   }
-  std::vector<Tensor> holders;
+  SegmentCall call;
   for (auto &[id, tensors] : live)
-    for (Tensor &t : tensors) holders.push_back(t);
-  ir::Graph graph = tracer.finish(holders, {});
-  std::vector<Tensor> inputs = tracer.captured();
-  const std::vector<int> detached = tracer.detached();
+    for (Tensor &t : tensors) call.holders.push_back(t);
+  call.graph = tracer.finish(call.holders, {});
+  call.inputs = tracer.captured();
+  call.detached = tracer.detached();
+  call.checkpointed = tracer.in_checkpoint();
+  call.grad_enabled = grad_enabled;
+  call.site = next_site_++;
   tracer.reset();
-  std::string key = graph_signature(graph) + "|detached=";
-  for (int id : detached) key += std::to_string(id) + ",";
-  key += "|rg=";
-  for (const Tensor &t : inputs) key += (grad_enabled && t.requires_grad()) ? '1' : '0';
-  auto it = segments_.find(key);
-  std::shared_ptr<Segment> segment;
+  call.key = graph_signature(call.graph) + "|detached=";
+  for (int id : call.detached) call.key += std::to_string(id) + ",";
+  call.key += call.checkpointed ? "|checkpoint|rg=" : "|rg=";
+  for (const Tensor &t : call.inputs) call.key += (grad_enabled && t.requires_grad()) ? '1' : '0';
+  std::shared_ptr<Segment> segment = find_segment(call, op);
+  if (segment)
+    run_segment(*segment, call);
+  else
+    run_segment_eagerly(call);
+}
+
+std::shared_ptr<CompiledModule::Segment> CompiledModule::find_segment(const SegmentCall &call, const char *op) {
+  if (sites_.size() <= static_cast<size_t>(call.site)) sites_.resize(call.site + 1);
+  if (!sites_[call.site]) sites_[call.site] = std::make_shared<SegmentSite>();
+  SegmentSite &site = *sites_[call.site];
+  auto it = segments_.find(call.key);
   if (it != segments_.end()) {
-    segment = it->second;
     ++stats_.cache_hits;
-  } else {
-    segment = compile_segment(graph, detached, inputs, grad_enabled);
-    segments_[key] = segment;
-    if (log_enabled("graph_breaks") || log_enabled("recompiles"))
-      std::fprintf(stderr, "[kiln] %s: compiled segment (%d ops, %zu inputs, %zu outputs) ending %s%s%s\n",
-                   name().c_str(), segment->num_ops, inputs.size(), holders.size(),
-                   op ? "at the graph break '" : "the forward", op ? op : "", op ? "'" : "");
+    site.last = call.graph;
+    site.last_key = call.key;
+    return it->second;
   }
-  const Artifact &artifact = *segment->artifact;
+  const bool log = log_enabled("graph_breaks") || log_enabled("recompiles");
+  const std::string reason = site.compiled > 0 ? segment_change(site.last, call.graph) : std::string();
+  site.last = call.graph;
+  site.last_key = call.key;
+  // As torch._dynamo's cache_size_limit, per segment position: a segment
+  // whose graph changes on every call (a host value baked in as a constant)
+  // stops compiling and runs eagerly.
+  if (site.compiled >= options_.cache_size_limit) {
+    if (!warned_segment_limit_)
+      std::fprintf(stderr,
+                   "[kiln] warning: segment %d of %s was recompiled %d times (cache_size_limit); it now runs eagerly. "
+                   "Last change: %s. Raise CompileOptions::cache_size_limit or keep the segment's constants and "
+                   "shapes stable\n",
+                   call.site + 1, name().c_str(), site.compiled, reason.c_str());
+    warned_segment_limit_ = true;
+    ++stats_.eager_fallbacks;
+    return nullptr;
+  }
+  auto segment = compile_segment(call);
+  segments_[call.key] = segment;
+  ++site.compiled;
+  if (!reason.empty()) recompile_reasons_.push_back("segment " + std::to_string(call.site + 1) + ": " + reason);
+  if (log)
+    std::fprintf(stderr, "[kiln] %s: compiled segment %d (%d ops, %zu inputs, %zu outputs%s) ending %s%s%s%s%s\n",
+                 name().c_str(), call.site + 1, segment->num_ops, call.inputs.size(), call.holders.size(),
+                 call.checkpointed ? ", checkpointed: recomputed in backward" : "",
+                 op ? "at the graph break '" : "at a checkpoint boundary or the forward's end", op ? op : "",
+                 op ? "'" : "", reason.empty() ? "" : "; recompiled because ", reason.c_str());
+  return segment;
+}
+
+void CompiledModule::run_segment(const Segment &segment, SegmentCall &call) {
+  const Artifact &artifact = *segment.artifact;
   std::vector<runtime::TensorView> primals;
-  for (const Tensor &t : inputs) primals.push_back(to_view(t));
+  for (const Tensor &t : call.inputs) primals.push_back(to_view(t));
   std::string error;
   runtime::Profiler &profiler = runtime::Profiler::instance();
   const double start_us = profiler.now_us();
@@ -593,48 +718,82 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
   KILN_CHECK(error.empty(), "kiln::compile: compiled segment failed: ", error);
   {
     NoGradGuard no_grad;
-    for (size_t k = 0; k < holders.size(); ++k) assign_value(holders[k], from_view(results[k]));
+    for (size_t k = 0; k < call.holders.size(); ++k) assign_value(call.holders[k], from_view(results[k]));
   }
-  if (artifact.graph.backward && !artifact.grad_inputs.empty() && !segment->grad_outputs.empty()) {
-    auto node = std::make_shared<CompiledBackward>();
-    node->artifact = segment->artifact;
-    node->module_name = name();
-    node->primals = primals;
-    const int nfo = artifact.graph.num_forward_outputs;
-    node->saved.assign(results.begin() + nfo, results.end());
-    TensorList outs;
-    for (int k : segment->grad_outputs) {
-      outs.push_back(holders[k]);
-      node->output_shapes.push_back(holders[k].sizes());
-      node->output_types.push_back(holders[k].dtype());
+  const codegen::CompiledGraph &g = artifact.graph;
+  stats_.num_fusions += static_cast<int>(g.fusions.size());
+  stats_.forward_arena_bytes = std::max(stats_.forward_arena_bytes, g.forward->arena_bytes());
+  if (!g.backward || artifact.grad_inputs.empty() || segment.grad_outputs.empty()) return;
+  stats_.saved_bytes += g.saved_bytes;
+  stats_.recompute_flops += g.recompute_flops;
+  stats_.backward_arena_bytes = std::max(stats_.backward_arena_bytes, g.backward->donating_arena_bytes());
+  auto node = std::make_shared<CompiledBackward>();
+  node->artifact = segment.artifact;
+  node->module_name = name();
+  node->primals = primals;
+  node->saved.assign(results.begin() + g.num_forward_outputs, results.end());
+  TensorList outs;
+  for (int k : segment.grad_outputs) {
+    outs.push_back(call.holders[k]);
+    node->output_shapes.push_back(call.holders[k].sizes());
+    node->output_types.push_back(call.holders[k].dtype());
+  }
+  TensorList targets;
+  for (int pos : artifact.grad_inputs) targets.push_back(call.inputs[pos]);
+  autograd::set_history(outs, node, targets);
+}
+
+void CompiledModule::run_segment_eagerly(SegmentCall &call) {
+  std::vector<Tensor> values(call.graph.values.size());
+  for (size_t i = 0; i < call.inputs.size(); ++i) values[call.graph.inputs[i]] = call.inputs[i];
+  {
+    const bool was_enabled = autograd::GradMode::is_enabled();
+    autograd::GradMode::set_enabled(call.grad_enabled);
+    try {
+      replay_nodes(call.graph, call.detached, values);
+    } catch (...) {
+      autograd::GradMode::set_enabled(was_enabled);
+      throw;
     }
-    TensorList targets;
-    for (int pos : artifact.grad_inputs) targets.push_back(inputs[pos]);
-    autograd::set_history(outs, node, targets);
+    autograd::GradMode::set_enabled(was_enabled);
+  }
+  for (size_t k = 0; k < call.holders.size(); ++k) {
+    Tensor result = values[call.graph.outputs[k]];
+    {
+      NoGradGuard no_grad;
+      assign_value(call.holders[k], result);
+    }
+    if (!result.requires_grad()) continue;
+    if (result.is_leaf()) {  // an op that returned its operand: give the holder a node of its own
+      EnableGradGuard enable;
+      result = result.view(result.sizes());
+    }
+    // The holder takes the eager result's place in the autograd graph.
+    auto &meta = call.holders[k].impl()->autograd;
+    meta.grad_fn = result.impl()->autograd.grad_fn;
+    meta.output_nr = result.impl()->autograd.output_nr;
   }
 }
 
-std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const ir::Graph &graph,
-                                                                         const std::vector<int> &detached,
-                                                                         const std::vector<Tensor> &inputs,
-                                                                         bool grad_enabled) {
+std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const SegmentCall &call) {
   // Re-trace the segment with eager ops on leaf copies of its inputs, with
   // autograd, to get the joint forward+backward graph (AOTAutograd per
   // segment, as TorchDynamo does for each subgraph).
   auto segment = std::make_shared<Segment>();
   segment->artifact = std::make_shared<Artifact>();
-  segment->num_ops = static_cast<int>(graph.nodes.size());
+  segment->num_ops = static_cast<int>(call.graph.nodes.size());
   Artifact &artifact = *segment->artifact;
+  const ir::Graph &graph = call.graph;
   trace::Tracer tracer;
   std::vector<Tensor> values(graph.values.size());
-  std::vector<Tensor> leaves, targets;
+  std::vector<Tensor> targets;
   std::vector<Tensor> outputs, grads;
   {
     EnableGradGuard enable;
     trace::TracingScope scope(&tracer);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      Tensor leaf = inputs[i].detach();
-      if (grad_enabled && inputs[i].requires_grad()) {
+    for (size_t i = 0; i < call.inputs.size(); ++i) {
+      Tensor leaf = call.inputs[i].detach();
+      if (call.grad_enabled && call.inputs[i].requires_grad()) {
         leaf.requires_grad_(true);
         targets.push_back(leaf);
         artifact.grad_inputs.push_back(static_cast<int>(i));
@@ -642,12 +801,7 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const i
       tracer.add_user_input(leaf);
       values[graph.inputs[i]] = leaf;
     }
-    for (const ir::Node &n : graph.nodes) {
-      std::vector<Tensor> operands;
-      for (int o : n.operands) operands.push_back(values[o]);
-      const bool is_detach = std::find(detached.begin(), detached.end(), n.result) != detached.end();
-      values[n.result] = is_detach ? operands[0].detach() : run_node(n, operands, graph.values[n.result]);
-    }
+    replay_nodes(graph, call.detached, values);
     std::vector<Tensor> with_grad, tangents;
     for (size_t k = 0; k < graph.outputs.size(); ++k) {
       outputs.push_back(values[graph.outputs[k]]);
@@ -669,11 +823,19 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const i
       artifact.grad_inputs.clear();
   }
   artifact.traced = tracer.finish(outputs, grads);
+  // A checkpointed segment (the user's autograd::checkpoint) saves nothing
+  // but its inputs and recomputes its whole forward in backward: kiln-remat
+  // with memory budget 0.
+  codegen::CompileOptions copts = codegen_options(*module_, options_, stats_);
+  if (call.checkpointed) {
+    copts.remat = true;
+    copts.memory_budget = 0.0;
+  }
   std::string error;
   auto start = std::chrono::steady_clock::now();
-  bool ok = codegen::compileGraph(artifact.traced, codegen_options(*module_, options_, stats_), &artifact.graph, &error);
+  bool ok = codegen::compileGraph(artifact.traced, copts, &artifact.graph, &error);
   KILN_CHECK(ok, "kiln::compile: compiling a graph-break segment of ", name(), " failed: ", error);
-  record_compile(artifact, seconds_since(start), stats_);
+  stats_.last_compile_seconds = seconds_since(start);
   ++stats_.compiles;
   ++stats_.graph_break_segments;
   return segment;
@@ -734,7 +896,10 @@ std::string CompiledModule::describe(const Tensor &input) const {
     os << "kiln::explain " << name() << "\n  graph breaks: " << last_breaks_.size() << " (";
     for (size_t i = 0; i < last_breaks_.size(); ++i) os << (i ? ", " : "") << last_breaks_[i];
     os << "): the forward runs as compiled segments split at these ops, which run eagerly\n"
-       << "  segments compiled: " << stats_.graph_break_segments << ", cached calls: " << stats_.cache_hits << "\n";
+       << "  segments compiled: " << stats_.graph_break_segments << ", cached calls: " << stats_.cache_hits
+       << ", eager runs past cache_size_limit: " << stats_.eager_fallbacks << "\n";
+    for (size_t i = 0; i < recompile_reasons_.size(); ++i)
+      os << "  recompile " << i + 1 << ": " << recompile_reasons_[i] << "\n";
     int k = 0;
     for (const auto &[key, segment] : segments_) {
       const codegen::CompiledGraph &g = segment->artifact->graph;

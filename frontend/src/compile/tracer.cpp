@@ -87,6 +87,16 @@ void Tracer::reset() {
   detached_.clear();
 }
 
+void Tracer::checkpoint_begin() {
+  on_break_(nullptr);
+  ++checkpoint_depth_;
+}
+
+void Tracer::checkpoint_end() {
+  on_break_(nullptr);  // the region's ops: flushed as a checkpointed segment
+  --checkpoint_depth_;
+}
+
 void Tracer::add_user_input(const Tensor &t) { user_inputs_.push_back(define(t)); }
 void Tracer::add_tangent(const Tensor &t) { tangents_.push_back(define(t)); }
 
@@ -189,6 +199,14 @@ void detach(const Tensor &src, const Tensor &dst) {
 }
 
 bool lazy_value(const Tensor &t) { return current != nullptr && current->lazy() && current->computed(t); }
+
+void checkpoint_begin() {
+  if (current && current->lazy()) current->checkpoint_begin();
+}
+
+void checkpoint_end() {
+  if (current && current->lazy()) current->checkpoint_end();
+}
 
 bool skip_compute() { return current != nullptr && current->lazy(); }
 

@@ -19,7 +19,8 @@ class Tracer {
 public:
   /// A lazy tracer records segments for graph breaks: kernels skip their
   /// compute (skip_compute()), every tensor it has not seen is a per-call
-  /// input, and a GraphBreak calls `on_break(op)` to flush the segment.
+  /// input, and a GraphBreak calls `on_break(op)` to flush the segment
+  /// (a checkpoint region's start and end call on_break(nullptr)).
   void set_lazy(std::function<void(const char *op)> on_break, bool user_grad_enabled) {
     lazy_ = true;
     on_break_ = std::move(on_break);
@@ -30,6 +31,12 @@ public:
   bool computed(const Tensor &t) const;
   bool user_grad_enabled() const { return user_grad_enabled_; }
   void graph_break(const char *op) { on_break_(op); }
+  /// trace::checkpoint_begin/end: flush the segment so far (on_break(nullptr))
+  /// and enter or leave a checkpoint region.
+  void checkpoint_begin();
+  void checkpoint_end();
+  /// Whether the ops recorded now are inside autograd::checkpoint.
+  bool in_checkpoint() const { return checkpoint_depth_ > 0; }
   /// Recorded values (not inputs) still referenced outside the tracer, with
   /// every tensor that holds each: the outputs a flushed segment must produce.
   std::vector<std::pair<int, std::vector<Tensor>>> live_values() const;
@@ -71,6 +78,7 @@ private:
   /// intermediate alive, so tracing needs no more memory than eager.
   std::vector<std::vector<std::weak_ptr<TensorImpl>>> impls_;
   bool lazy_ = false, user_grad_enabled_ = false;
+  int checkpoint_depth_ = 0;
   std::function<void(const char *op)> on_break_;
   std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_, detached_;
   std::vector<RandomDraw> random_draws_;
