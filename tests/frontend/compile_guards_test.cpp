@@ -187,5 +187,74 @@ TEST(CompileGuards, AutocastStateIsAGuard) {
   EXPECT_EQ(compiled->stats().compiles, 2);
 }
 
+
+/// y = fc(x) * scale + offset: `scale` is a C++ member (baked in at trace
+/// time), `offset` a registered 0-d buffer (read by reference every call).
+struct ScaledNet : nn::Module {
+  ScaledNet() {
+    manual_seed(2);
+    fc = register_module("fc", std::make_shared<nn::Linear>(5, 3));
+    offset = register_buffer("offset", full({}, 0.5));
+  }
+  Tensor forward(const Tensor &x) override { return fc->forward(x) * scale + offset; }
+  std::string name() const override { return "ScaledNet"; }
+  void swap_fc(std::shared_ptr<nn::Linear> next) {
+    fc = next;
+    replace_module("fc", next);
+  }
+  double scale = 2.0;
+  Tensor offset;
+  std::shared_ptr<nn::Linear> fc;
+};
+
+void expect_same(const Tensor &got, const Tensor &want, const std::string &what) {
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5 + 1e-5 * std::abs(w[i])) << what << " [" << i << "]";
+}
+
+TEST(CompileGuards, GuardScalarsRecompileWhenAClosureScalarChanges) {
+  auto inner = std::make_shared<ScaledNet>();
+  CompileOptions options;
+  options.guard_scalars = [inner] { return std::vector<double>{inner->scale}; };
+  auto compiled = compile(inner, options);
+  manual_seed(1);
+  Tensor x = randn({4, 5});
+  for (double scale : {2.0, 3.0, 2.0, -1.0}) {
+    inner->scale = scale;
+    expect_same(compiled->forward(x), inner->forward(x), "scale " + std::to_string(scale));
+  }
+  EXPECT_EQ(compiled->stats().compiles, 3);  // 2, 3 and -1; 2 again is a cache hit
+}
+
+TEST(CompileGuards, ABufferScalarUpdatedInPlaceNeedsNoRecompile) {
+  auto inner = std::make_shared<ScaledNet>();
+  auto compiled = compile(inner);
+  manual_seed(1);
+  Tensor x = randn({4, 5});
+  for (double offset : {0.5, -2.0, 7.0}) {
+    {
+      NoGradGuard no_grad;
+      inner->offset.fill_(offset);
+    }
+    expect_same(compiled->forward(x), inner->forward(x), "offset " + std::to_string(offset));
+  }
+  EXPECT_EQ(compiled->stats().compiles, 1);
+}
+
+TEST(CompileGuards, ReplacedOrResizedParametersRecompile) {
+  auto inner = std::make_shared<ScaledNet>();
+  auto compiled = compile(inner);
+  manual_seed(1);
+  Tensor x = randn({4, 5});
+  expect_same(compiled->forward(x), inner->forward(x), "before");
+  manual_seed(7);
+  inner->swap_fc(std::make_shared<nn::Linear>(5, 3));  // new weights: the old artifact's are stale
+  expect_same(compiled->forward(x), inner->forward(x), "after replace_module");
+  inner->fc->bias.set_data(full({1}, 0.25));  // broadcastable bias of another shape
+  expect_same(compiled->forward(x), inner->forward(x), "after set_data");
+  EXPECT_EQ(compiled->stats().compiles, 3);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -39,7 +39,10 @@
 // values through them inside a compiled forward.
 // Errors: compiler failures throw kiln::Error with the compiler's diagnostic.
 // Guards: input shape, dtype, device, requires_grad; training mode; grad
-// mode; the parameters' requires_grad flags; CompileOptions::autocast. Random ops (dropout) are graph
+// mode; the parameters' requires_grad flags; which tensors the parameters
+// and buffers are, and their shapes and dtypes (replace_module, set_data of
+// another shape, Module::to(dtype) recompile); CompileOptions::autocast;
+// CompileOptions::guard_scalars. Random ops (dropout) are graph
 // inputs redrawn from the default generator on every call, so compiled and
 // eager runs with the same seed use the same masks.
 // Dynamic shapes (CompileOptions::automatic_dynamic_shapes, on by default):
@@ -54,11 +57,24 @@
 // created inside forward with a size-dependent shape), the dim stays static.
 // Memory: CompileOptions::memory_budget trades saved activations for
 // recomputation in backward (passes/README.md, kiln-remat).
+// Baked in at trace time (not guarded, C++ cannot inspect a closure or a
+// member): every C++ scalar the forward uses (a `double scale` member, a
+// captured variable, an option such as a dropout p or an eps) and every
+// decision made on host values (an `if` on a member flag). A cached call
+// whose scalar changed returns the result for the value seen at trace time.
+// To change such a value between calls, pass it as a tensor: keep it in a
+// registered buffer (e.g. a 0-d tensor) and update it in place (fill_ under
+// NoGradGuard); the compiled graph reads buffers and parameters by reference
+// on every call, without recompiling. Or name the scalars in
+// CompileOptions::guard_scalars, so a change recompiles. (A module with
+// graph breaks records its ops on every call, so it sees new values, and an
+// item() value used in arithmetic recompiles its segment.)
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
 // KILN_LOG=recompiles prints which guard changed when a new artifact is
 // compiled, when a dim becomes dynamic and when a size reuses it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -106,6 +122,13 @@ struct CompileOptions {
   /// kiln::ir::autocastPolicy (ir/AutocastPolicy.h). kFloat32 (default): off.
   /// Other dtypes: the first call throws kiln::Error.
   DType autocast = kFloat32;
+  /// C++ scalars the forward bakes into the graph (members, closure
+  /// captures), read before every call and guarded: a call whose values
+  /// differ from every compiled artifact's recompiles (counting toward
+  /// cache_size_limit). Example: `opts.guard_scalars = [m] { return
+  /// std::vector<double>{m->scale}; };`. Prefer a buffer tensor for a value
+  /// that changes often (see "Baked in at trace time" above). Unset: none.
+  std::function<std::vector<double>()> guard_scalars;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 #include "kiln/amp.h"
@@ -79,15 +80,31 @@ struct GuardKey {
   /// casts are traced into the graph), else CompileOptions::autocast when not
   /// float32 (the kiln-autocast pass), else "" (off).
   std::string autocast;
+  /// Identity, shape and dtype of every parameter and buffer: the compiled
+  /// graph binds these tensors by reference, so one replaced (replace_module,
+  /// Module::to(dtype)) or resized (set_data) must not reuse the artifact.
+  std::string state;
+  std::vector<double> user_scalars;  ///< CompileOptions::guard_scalars() of this call
 
   static GuardKey of(const Tensor &input, bool training, bool grad_enabled, const nn::Module &m,
-                     DType compile_autocast) {
+                     DType compile_autocast, const std::function<std::vector<double>()> &guard_scalars) {
     GuardKey k{input.sizes(), input.dtype(), input.device(), input.requires_grad(), training, grad_enabled, {},
                autocast_enabled()                ? dtype_name(autocast_dtype())
                : compile_autocast != kFloat32 ? dtype_name(compile_autocast)
                                               : ""};
     for (const auto &p : m.parameters()) k.params_requires_grad += p.requires_grad() ? '1' : '0';
+    k.state = state_signature(m);
+    if (guard_scalars) k.user_scalars = guard_scalars();
     return k;
+  }
+  static std::string state_signature(const nn::Module &m) {
+    std::ostringstream os;
+    auto add = [&os](const Tensor &t) {
+      os << static_cast<const void *>(t.impl()) << shape_str(t.sizes()) << dtype_name(t.dtype()) << ";";
+    };
+    for (const auto &p : m.parameters()) add(p);
+    for (const auto &b : m.buffers()) add(b);
+    return os.str();
   }
   /// The key as a string; `dynamic_dim` >= 0 prints that dim as "s".
   std::string str(int dynamic_dim = -1) const {
@@ -102,7 +119,13 @@ struct GuardKey {
       os << "]";
     }
     os << ":" << dtype_name(dtype) << ":" << device.str() << (requires_grad ? ":rg" : "")
-       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad;
+       << " training=" << training << " grad=" << grad_enabled << " params=" << params_requires_grad
+       << " state=" << std::hex << std::hash<std::string>{}(state) << std::dec;
+    if (!user_scalars.empty()) {
+      os << " scalars=" << std::hexfloat;
+      for (double v : user_scalars) os << v << ",";
+      os << std::defaultfloat;
+    }
     if (!autocast.empty()) os << " autocast=" << autocast;
     return os.str();
   }
@@ -112,7 +135,8 @@ struct GuardKey {
   int single_changed_dim(const GuardKey &old) const {
     if (dtype != old.dtype || device != old.device || requires_grad != old.requires_grad ||
         training != old.training || grad_enabled != old.grad_enabled ||
-        params_requires_grad != old.params_requires_grad || autocast != old.autocast ||
+        params_requires_grad != old.params_requires_grad || autocast != old.autocast || state != old.state ||
+        user_scalars != old.user_scalars ||
         shape.size() != old.shape.size())
       return -1;
     int changed = -1;
@@ -134,6 +158,12 @@ struct GuardKey {
     if (training != old.training) add(training ? "train() mode" : "eval() mode");
     if (grad_enabled != old.grad_enabled) add(grad_enabled ? "grad mode enabled" : "under NoGradGuard");
     if (params_requires_grad != old.params_requires_grad) add("parameters' requires_grad changed");
+    if (state != old.state) add("a parameter or buffer was replaced or changed shape or dtype");
+    if (user_scalars != old.user_scalars) {
+      std::ostringstream values;
+      for (size_t i = 0; i < user_scalars.size(); ++i) values << (i ? ", " : "") << user_scalars[i];
+      add("CompileOptions::guard_scalars changed (now " + values.str() + ")");
+    }
     if (autocast != old.autocast)
       add("autocast " + (old.autocast.empty() ? std::string("off") : old.autocast) + " -> " +
           (autocast.empty() ? std::string("off") : autocast));
@@ -847,7 +877,8 @@ Tensor CompiledModule::forward(const Tensor &input) {
              "; the compiled CPU backend expects cpu tensors");
   if (graph_breaks_) return forward_segments(input);
   const bool grad_enabled = autograd::GradMode::is_enabled();
-  const GuardKey guard = GuardKey::of(input, is_training(), grad_enabled, *module_, options_.autocast);
+  const GuardKey guard =
+      GuardKey::of(input, is_training(), grad_enabled, *module_, options_.autocast, options_.guard_scalars);
   const std::string key = guard.str();
   auto it = cache_.find(key);
   std::shared_ptr<Artifact> artifact;
@@ -911,7 +942,8 @@ std::string CompiledModule::describe(const Tensor &input) const {
     return os.str();
   }
   const GuardKey guard =
-      GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast);
+      GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
+                   options_.guard_scalars);
   auto it = cache_.find(guard.str());
   if (it == cache_.end()) return std::string();
   const codegen::CompiledGraph &g = it->second->graph;
