@@ -77,6 +77,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,7 +151,7 @@ struct CompileStats {
     return saved_bytes + (forward_arena_bytes > backward_arena_bytes ? forward_arena_bytes : backward_arena_bytes);
   }
   double last_compile_seconds = 0.0;
-  int eager_fallbacks = 0;   ///< calls run eagerly because the cache was full
+  int eager_fallbacks = 0;   ///< calls (or segments) run eagerly: the cache was full, or float64/int32 values
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
   int graph_break_segments = 0;    ///< segments compiled so far (all calls) for a graph split by graph breaks
 };
@@ -199,6 +200,9 @@ private:
   std::vector<std::shared_ptr<SegmentSite>> sites_;  ///< per flush position of a call
   int next_site_ = 0;                                 ///< position of the next flush in this call
   bool warned_segment_limit_ = false;
+  std::set<std::string> eager_keys_;  ///< guard keys whose graph has a dtype the compiler lacks (run eagerly)
+  void warn_uncompilable(const char *type);
+  bool warned_uncompilable_ = false;
   std::vector<std::string> last_breaks_;
   std::vector<std::string> recompile_reasons_;  ///< why each artifact after the first was compiled
   std::shared_ptr<Artifact> compile_for(const Tensor &input, const GuardKey &guard, bool grad_enabled);

@@ -378,6 +378,14 @@ void assign_value(Tensor &holder, const Tensor &value) {
   version.store(before);
 }
 
+/// The first element type in `graph` that compiled kernels do not support
+/// yet (float64, int32), or nullptr.
+const char *uncompilable_type(const ir::Graph &graph) {
+  for (const ir::Value &v : graph.values)
+    if (v.type == ir::ElementType::F64 || v.type == ir::ElementType::I32) return ir::toString(v.type);
+  return nullptr;
+}
+
 /// A string that identifies a segment graph exactly (its guard).
 std::string graph_signature(const ir::Graph &g) {
   std::ostringstream os;
@@ -428,6 +436,13 @@ CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOption
 }
 
 CompiledModule::~CompiledModule() = default;
+
+void CompiledModule::warn_uncompilable(const char *type) {
+  if (warned_uncompilable_) return;
+  warned_uncompilable_ = true;
+  std::fprintf(stderr, "[kiln] warning: %s computes in %s, which compiled kernels do not support yet; those calls "
+               "(or graph-break segments) run eagerly, with eager's results\n", name().c_str(), type);
+}
 
 std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tensor &input, const GuardKey &guard,
                                                                       bool grad_enabled) {
@@ -499,6 +514,12 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
       std::fprintf(stderr, "[kiln] graph break in %s: op '%s' cannot be captured; the graph is split there, "
                    "the pieces before and after are compiled and '%s' runs eagerly\n",
                    name().c_str(), e.op.c_str(), e.op.c_str());
+    return nullptr;
+  }
+  if (const char *type = uncompilable_type(artifact->traced)) {
+    warn_uncompilable(type);
+    eager_keys_.insert(key);
+    ++stats_.eager_fallbacks;
     return nullptr;
   }
   artifact->guard = std::make_shared<Guard>(Guard{guard});
@@ -712,6 +733,11 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::find_segment(const Segm
   // As torch._dynamo's cache_size_limit, per segment position: a segment
   // whose graph changes on every call (a host value baked in as a constant)
   // stops compiling and runs eagerly.
+  if (const char *type = uncompilable_type(call.graph)) {
+    warn_uncompilable(type);
+    ++stats_.eager_fallbacks;
+    return nullptr;
+  }
   if (site.compiled >= options_.cache_size_limit) {
     if (!warned_segment_limit_)
       std::fprintf(stderr,
@@ -880,6 +906,10 @@ Tensor CompiledModule::forward(const Tensor &input) {
   const GuardKey guard =
       GuardKey::of(input, is_training(), grad_enabled, *module_, options_.autocast, options_.guard_scalars);
   const std::string key = guard.str();
+  if (eager_keys_.count(key)) {  // a dtype the compiler does not support yet
+    ++stats_.eager_fallbacks;
+    return module_->forward(input);
+  }
   auto it = cache_.find(key);
   std::shared_ptr<Artifact> artifact;
   if (it != cache_.end()) {
@@ -888,7 +918,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
   } else {
     artifact = compile_for(input, guard, grad_enabled);
     if (graph_breaks_) return forward_segments(input);
-    if (!artifact) return module_->forward(input);  // cache_size_limit reached: eager
+    if (!artifact) return module_->forward(input);  // cache_size_limit reached or a dtype not compiled: eager
     cache_[key] = artifact;
   }
   last_guard_ = std::make_shared<Guard>(Guard{guard});
