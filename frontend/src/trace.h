@@ -69,7 +69,6 @@ public:
 private:
   void *prev_ = nullptr;  ///< the paused tracer
   bool paused_ = false;
-  bool grad_was_enabled_ = false;
 };
 
 /// autograd::checkpoint's region, for lazy segment traces (graph breaks):

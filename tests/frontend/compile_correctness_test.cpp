@@ -125,6 +125,29 @@ TEST(CompileCorrectness, DetachInSegmentStopsGradients) {
   });
 }
 
+TEST(CompileCorrectness, NoGradRegionInsideForwardAfterABreak) {
+  // Values computed under the user's NoGradGuard carry no gradient, whether
+  // the region holds only recorded ops or a graph-break op too.
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) {
+    Tensor h = matmul(graph_break(x), m.w);
+    Tensor target;
+    {
+      NoGradGuard no_grad;
+      target = tanh(h) * 2.0;
+    }
+    return h * target;
+  });
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) {
+    Tensor h = matmul(graph_break(x), m.w);
+    Tensor g;
+    {
+      NoGradGuard no_grad;
+      g = gelu(h) + m.v;
+    }
+    return h * g;
+  });
+}
+
 TEST(CompileCorrectness, CloneThenInPlaceSeesTheUpdate) {
   auto no_grad_programs = std::vector<Program::Fn>{
       [](const Tensor &x, Program &) {
@@ -429,10 +452,12 @@ TEST(CompileBadInputs, InPlaceUpdateOfTheInputInsideForward) {
     expect_same_values(compiled->forward(xc), eager->forward(xe), "output");
     expect_same_values(xc, xe, "the input after the call");
   }
-  // Not covered: an input that requires grad, updated in place. Eager throws
-  // ("mul_: in-place update of a tensor that requires grad"); after a graph
-  // break the lazy trace runs forward under NoGrad, so the compiled module
-  // does not (see the report of issue 11).
+  // An input that requires grad cannot be updated in place, compiled or not.
+  test_support::expect_kiln_errors({
+      test_support::BadCase{"in-place on an input that requires grad",
+                            [&] { compiled->forward(randn({4, 6}).requires_grad_(true)); },
+                            {"mul_", "in-place update of a tensor that requires grad"}},
+  });
 }
 
 }  // namespace

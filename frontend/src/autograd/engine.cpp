@@ -2,6 +2,7 @@
 // sequence number (latest first), as PyTorch's engine does on one thread.
 #include <atomic>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -188,7 +189,9 @@ TensorList AccumulateGrad::apply(const TensorList &g) {
 }
 
 bool any_requires_grad(const TensorList &inputs) {
-  if (!GradMode::is_enabled()) return false;
+  // A lazy segment trace (kiln::compile after a graph break) records ops
+  // without values: each flushed segment gives its outputs their grad_fn.
+  if (!GradMode::is_enabled() || trace::skip_compute()) return false;
   for (const Tensor &t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
@@ -266,13 +269,15 @@ Tensor checkpoint(const std::function<Tensor(const TensorList &)> &fn, const Ten
   const uint64_t seed = gen.seed(), offset = gen.offset();
   Tensor out;
   trace::checkpoint_begin();  // kiln::compile's segments: fn's ops are recomputed in backward
+  const bool lazy = trace::skip_compute();  // fn is recorded, not run: its segment's grad_fn comes at the flush
   {
-    NoGradGuard no_grad;
+    std::optional<NoGradGuard> no_grad;
+    if (!lazy) no_grad.emplace();
     out = fn(inputs);
   }
   KILN_CHECK(out.defined(), "checkpoint: fn returned an undefined tensor");
   trace::checkpoint_end();
-  if (!GradMode::is_enabled()) return out;
+  if (!GradMode::is_enabled() || lazy) return out;
   // Gradients may also flow to parameters inside fn, so the node is recorded
   // whenever grad mode is on; its edges cover the explicit inputs.
   auto node = std::make_shared<FunctionNode>(

@@ -596,9 +596,10 @@ Tensor CompiledModule::forward_segments(const Tensor &input) {
   stats_.forward_arena_bytes = stats_.backward_arena_bytes = 0;
   Tensor output;
   {
-    // Lazy recording builds no autograd graph: each flushed segment gives its
-    // outputs the compiled backward as grad_fn.
-    NoGradGuard no_grad;
+    // Lazy recording builds no autograd graph (any_requires_grad is false
+    // under it) and keeps the user's grad mode, so in-place checks and
+    // NoGradGuard regions inside forward behave as in eager; each flushed
+    // segment gives its outputs the compiled backward as grad_fn.
     trace::TracingScope scope(&tracer);
     output = module_->forward(input);
   }
@@ -613,6 +614,7 @@ Tensor CompiledModule::forward_segments(const Tensor &input) {
 struct CompiledModule::SegmentCall {
   ir::Graph graph;
   std::vector<int> detached;     ///< values recorded as detach() (Tracer::detached)
+  std::vector<int> no_grad;      ///< values recorded under the user's NoGradGuard (Tracer::no_grad)
   std::vector<Tensor> inputs;    ///< per graph input, the tensor bound to it
   std::vector<Tensor> holders;   ///< per graph output, the tensor that gets its value
   std::string key;               ///< the segment's guard: graph, detaches, gradient flags, checkpoint
@@ -632,13 +634,21 @@ struct CompiledModule::SegmentSite {
 namespace {
 
 /// Replays `graph` with eager ops on `values` (its inputs already set);
-/// detached values run as detach().
-void replay_nodes(const ir::Graph &graph, const std::vector<int> &detached, std::vector<Tensor> &values) {
+/// detached values run as detach(), no_grad ones under NoGradGuard.
+void replay_nodes(const ir::Graph &graph, const std::vector<int> &detached, const std::vector<int> &no_grad,
+                  std::vector<Tensor> &values) {
+  auto contains = [](const std::vector<int> &ids, int id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
   for (const ir::Node &n : graph.nodes) {
     std::vector<Tensor> operands;
     for (int o : n.operands) operands.push_back(values[o]);
-    const bool is_detach = std::find(detached.begin(), detached.end(), n.result) != detached.end();
-    values[n.result] = is_detach ? operands[0].detach() : run_node(n, operands, graph.values[n.result]);
+    if (contains(detached, n.result)) {
+      values[n.result] = operands[0].detach();
+    } else if (contains(no_grad, n.result)) {
+      NoGradGuard guard;
+      values[n.result] = run_node(n, operands, graph.values[n.result]);
+    } else {
+      values[n.result] = run_node(n, operands, graph.values[n.result]);
+    }
   }
 }
 
@@ -700,12 +710,15 @@ void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, con
   call.graph = tracer.finish(call.holders, {});
   call.inputs = tracer.captured();
   call.detached = tracer.detached();
+  call.no_grad = tracer.no_grad();
   call.checkpointed = tracer.in_checkpoint();
   call.grad_enabled = grad_enabled;
   call.site = next_site_++;
   tracer.reset();
   call.key = graph_signature(call.graph) + "|detached=";
   for (int id : call.detached) call.key += std::to_string(id) + ",";
+  call.key += "|no_grad=";
+  for (int id : call.no_grad) call.key += std::to_string(id) + ",";
   call.key += call.checkpointed ? "|checkpoint|rg=" : "|rg=";
   for (const Tensor &t : call.inputs) call.key += (grad_enabled && t.requires_grad()) ? '1' : '0';
   std::shared_ptr<Segment> segment = find_segment(call, op);
@@ -806,7 +819,7 @@ void CompiledModule::run_segment_eagerly(SegmentCall &call) {
     const bool was_enabled = autograd::GradMode::is_enabled();
     autograd::GradMode::set_enabled(call.grad_enabled);
     try {
-      replay_nodes(call.graph, call.detached, values);
+      replay_nodes(call.graph, call.detached, call.no_grad, values);
     } catch (...) {
       autograd::GradMode::set_enabled(was_enabled);
       throw;
@@ -857,7 +870,7 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const S
       tracer.add_user_input(leaf);
       values[graph.inputs[i]] = leaf;
     }
-    replay_nodes(graph, call.detached, values);
+    replay_nodes(graph, call.detached, call.no_grad, values);
     std::vector<Tensor> with_grad, tangents;
     for (size_t k = 0; k < graph.outputs.size(); ++k) {
       outputs.push_back(values[graph.outputs[k]]);

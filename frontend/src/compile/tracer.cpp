@@ -85,6 +85,7 @@ void Tracer::reset() {
   random_draws_.clear();
   captured_.clear();
   detached_.clear();
+  no_grad_.clear();
 }
 
 void Tracer::checkpoint_begin() {
@@ -126,6 +127,7 @@ void Tracer::record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Te
   node.scalar = attrs.scalar;
   node.predicate = attrs.predicate;
   node.result = define(out);
+  if (lazy_ && user_grad_enabled_ && !autograd::GradMode::is_enabled()) no_grad_.push_back(node.result);
   graph_.nodes.push_back(std::move(node));
 }
 
@@ -225,15 +227,12 @@ GraphBreak::GraphBreak(const char *op) {
   tracer->graph_break(op);  // the segment so far runs compiled; live tensors get values
   prev_ = tracer;
   current = nullptr;
-  paused_ = true;
-  grad_was_enabled_ = autograd::GradMode::is_enabled();
-  autograd::GradMode::set_enabled(tracer->user_grad_enabled());
+  paused_ = true;  // the op runs eagerly in the user's grad mode (lazy recording keeps it)
 }
 
 GraphBreak::~GraphBreak() {
   if (!paused_) return;
   current = static_cast<Tracer *>(prev_);
-  autograd::GradMode::set_enabled(grad_was_enabled_);
 }
 
 }  // namespace kiln::trace

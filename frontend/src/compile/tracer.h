@@ -61,6 +61,11 @@ public:
   /// Lazy traces: the values recorded as `detach(operand)` (each a Reshape
   /// node to the same shape that the segment replay runs as detach()).
   const std::vector<int> &detached() const { return detached_; }
+  /// Lazy traces: the values recorded under the user's NoGradGuard inside a
+  /// forward run with grad mode on (the replay computes them without
+  /// autograd). Lazy recording itself leaves the grad mode as the user set it
+  /// and builds no autograd graph (autograd::any_requires_grad is false).
+  const std::vector<int> &no_grad() const { return no_grad_; }
 
   /// Final graph: inputs ordered [user inputs, captured, random, tangents].
   ir::Graph finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs);
@@ -80,7 +85,7 @@ private:
   bool lazy_ = false, user_grad_enabled_ = false;
   int checkpoint_depth_ = 0;
   std::function<void(const char *op)> on_break_;
-  std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_, detached_;
+  std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_, detached_, no_grad_;
   std::vector<RandomDraw> random_draws_;
   std::vector<Tensor> captured_;
 };
