@@ -415,6 +415,8 @@ TEST(CompileBadInputs, UnusualInputsGiveEagerResults) {
   expect_cached_call_equals_eager([](const Tensor &t, Program &) { return t * t + matmul(t, t.t()).sum(); },
                                   warm, with_grad(x.clone()), "the same tensor as both operands");
   expect_cached_call_equals_eager(linear_tanh, warm, randn({4, 6}).to(kFloat64), "float64 input");
+  expect_cached_call_equals_eager([](const Tensor &t, Program &m) { return (t * 4.0).to(kInt32).to(kFloat32) * m.v; },
+                                  warm, x, "int32 values inside forward (no int32 in the kiln dialect: eager)");
   expect_cached_call_equals_eager(linear_tanh, warm, with_grad(randn({6})), "rank 1 input");
   expect_cached_call_equals_eager(linear_tanh, warm, with_grad(randn({2, 3, 6})), "rank 3 input");
 }

@@ -151,7 +151,7 @@ struct CompileStats {
     return saved_bytes + (forward_arena_bytes > backward_arena_bytes ? forward_arena_bytes : backward_arena_bytes);
   }
   double last_compile_seconds = 0.0;
-  int eager_fallbacks = 0;   ///< calls (or segments) run eagerly: the cache was full, or float64/int32 values
+  int eager_fallbacks = 0;   ///< calls (or segments) run eagerly: the cache was full, or int32 values
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
   int graph_break_segments = 0;    ///< segments compiled so far (all calls) for a graph split by graph breaks
 };

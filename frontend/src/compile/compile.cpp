@@ -378,11 +378,11 @@ void assign_value(Tensor &holder, const Tensor &value) {
   version.store(before);
 }
 
-/// The first element type in `graph` that compiled kernels do not support
-/// yet (float64, int32), or nullptr.
+/// The first element type in `graph` that the kiln dialect does not have
+/// (int32), or nullptr.
 const char *uncompilable_type(const ir::Graph &graph) {
   for (const ir::Value &v : graph.values)
-    if (v.type == ir::ElementType::F64 || v.type == ir::ElementType::I32) return ir::toString(v.type);
+    if (v.type == ir::ElementType::I32) return ir::toString(v.type);
   return nullptr;
 }
 
