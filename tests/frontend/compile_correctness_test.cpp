@@ -103,6 +103,14 @@ TEST(CompileCorrectness, ParameterWithoutGradientStaysUndefined) {
   expect_compiled_equals_eager(uses_w_only, /*input_grad=*/true);
   // The same after a graph break (segments).
   expect_compiled_equals_eager([](const Tensor &x, Program &m) { return tanh(matmul(graph_break(x), m.w)); });
+  // A value computed before a graph break and never used: its segment has
+  // it as an output, but no gradient reaches v through it (found by kiln-fuzz,
+  // seed 11, graphs 6, 21, 64, 79, 81).
+  expect_compiled_equals_eager([](const Tensor &x, Program &m) {
+    Tensor unused = x * m.v;
+    Tensor y = graph_break(tanh(matmul(x, m.w)));
+    return y * 2.0;
+  });
   // An input that does not reach the output gets no gradient either.
   expect_compiled_equals_eager([](const Tensor &x, Program &m) { return tanh(m.w) + 0.0 * x.sum().detach(); });
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "kiln/amp.h"
@@ -180,6 +181,11 @@ struct CompiledBackward : autograd::Node {
   std::string module_name;  ///< for profiler events
   std::vector<Shape> output_shapes;
   std::vector<DType> output_types;
+  /// Graph-break segments (several outputs): reach[k][i] tells whether a
+  /// gradient flows from output k to gradient target i. A target that only
+  /// outputs without a gradient this backward reach (a value computed and
+  /// never used) gets none, as in eager. Empty: every target is reached.
+  std::vector<std::vector<bool>> reach;
 
   TensorList apply(const TensorList &grad_outputs) override {
     KILN_CHECK(!released, "backward: trying to backward through the compiled graph a second time; its saved tensors "
@@ -203,8 +209,14 @@ struct CompiledBackward : autograd::Node {
     profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);
     KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
     TensorList out;
-    for (auto &v : grads) out.push_back(from_view(v));
+    for (size_t i = 0; i < grads.size(); ++i) out.push_back(reached(grad_outputs, i) ? from_view(grads[i]) : Tensor());
     return out;
+  }
+  bool reached(const TensorList &grad_outputs, size_t target) const {
+    if (reach.empty()) return true;
+    for (size_t k = 0; k < grad_outputs.size(); ++k)
+      if (grad_outputs[k].defined() && reach[k][target]) return true;
+    return false;
   }
   std::string name() const override { return "CompiledFunctionBackward"; }
   void release_saved() override {
@@ -386,6 +398,31 @@ const char *uncompilable_type(const ir::Graph &graph) {
   return nullptr;
 }
 
+/// For each output, which of `leaves` its autograd graph reaches (a walk of
+/// the grad_fn edges down to the leaves' AccumulateGrad nodes).
+std::vector<std::vector<bool>> gradient_reach(const std::vector<Tensor> &outputs, const std::vector<Tensor> &leaves) {
+  std::vector<const autograd::Node *> accumulators;
+  for (const Tensor &leaf : leaves) accumulators.push_back(autograd::grad_accumulator(leaf).get());
+  std::vector<std::vector<bool>> reach;
+  for (const Tensor &out : outputs) {
+    std::vector<bool> row(leaves.size(), false);
+    std::vector<const autograd::Node *> stack;
+    std::set<const autograd::Node *> seen;
+    if (auto edge = autograd::gradient_edge(out); edge.valid()) stack.push_back(edge.fn.get());
+    while (!stack.empty()) {
+      const autograd::Node *n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      for (size_t i = 0; i < accumulators.size(); ++i)
+        if (accumulators[i] == n) row[i] = true;
+      for (const autograd::Edge &e : n->next_edges)
+        if (e.valid()) stack.push_back(e.fn.get());
+    }
+    reach.push_back(std::move(row));
+  }
+  return reach;
+}
+
 /// A string that identifies a segment graph exactly (its guard).
 std::string graph_signature(const ir::Graph &g) {
   std::ostringstream os;
@@ -416,6 +453,9 @@ std::string graph_signature(const ir::Graph &g) {
 struct CompiledModule::Segment {
   std::shared_ptr<Artifact> artifact;  ///< graph (forward/backward) and grad_inputs
   std::vector<int> grad_outputs;       ///< forward outputs that carry a gradient (have a tangent)
+  /// reach[k][i]: a gradient flows from grad_outputs[k] to grad input i
+  /// (CompiledBackward::reach).
+  std::vector<std::vector<bool>> reach;
   int num_ops = 0;
 };
 
@@ -801,6 +841,7 @@ void CompiledModule::run_segment(const Segment &segment, SegmentCall &call) {
   node->module_name = name();
   node->primals = primals;
   node->saved.assign(results.begin() + g.num_forward_outputs, results.end());
+  node->reach = segment.reach;
   TensorList outs;
   for (int k : segment.grad_outputs) {
     outs.push_back(call.holders[k]);
@@ -886,10 +927,19 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const S
         tangents.push_back(tangent);
       }
     }
-    if (!targets.empty() && !with_grad.empty())
+    if (!targets.empty() && !with_grad.empty()) {
+      const std::vector<int> positions = artifact.grad_inputs;
+      const auto reach = gradient_reach(with_grad, targets);
       grads = defined_gradients(autograd::grad(with_grad, tangents, targets), artifact.grad_inputs);
-    else
+      for (const auto &row : reach) {  // keep the columns of the targets that got a gradient
+        std::vector<bool> kept;
+        for (int pos : artifact.grad_inputs)
+          kept.push_back(row[std::find(positions.begin(), positions.end(), pos) - positions.begin()]);
+        segment->reach.push_back(std::move(kept));
+      }
+    } else {
       artifact.grad_inputs.clear();
+    }
   }
   artifact.traced = tracer.finish(outputs, grads);
   // A checkpointed segment (the user's autograd::checkpoint) saves nothing
