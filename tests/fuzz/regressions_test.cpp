@@ -53,3 +53,57 @@ TEST(FuzzRegression, Seed2_ViaFloat64) {
   expect_compiled_matches_eager("B=2 x[2,2,2] ; via_f64(0;;0x0p+0)",
                                 "budget=1 remat=1 autocast=float32 batch2=0", 1741344289102933345u);
 }
+
+// clone() under a lazy segment trace was an alias of an unseen input, so the segment read the clone's uninitialized buffer (0 where eager gives -3.34).
+TEST(FuzzRegression, Seed1_Graph4_CloneThenMaximum) {
+  expect_compiled_matches_eager("B=4 x[4,7] ; contiguous_clone(0;;0x0p+0) maximum(1,1;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 3375270097764354858u);
+}
+
+// clone() followed by an in-place op in a segment: the clone was an alias left uninitialized (6e32 where eager gives -2.0).
+TEST(FuzzRegression, Seed1_Graph33_CloneInPlace) {
+  expect_compiled_matches_eager("B=5 x[5,2,6,3] ; clone_inplace(0;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 2893116181597895964u);
+}
+
+// a clone entering a segment before a strided slice read uninitialized memory (1e32).
+TEST(FuzzRegression, Seed2_CloneThenStridedSlice) {
+  expect_compiled_matches_eager("B=5 x[5,2,3,3] ; contiguous_clone(0;;0x0p+0) slice_step(1;3,1,2;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 9568414116858548070u);
+}
+
+// detach() inside a graph-break segment was an alias, so gradients flowed through it (x.grad twice eager's).
+TEST(FuzzRegression, Seed2_DetachInSegment) {
+  expect_compiled_matches_eager("B=2 x[2,4]g ; neg(0;;0x0p+0) detach_mul(1;;0x0p+0) maximum(2,2;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 10626011216987448472u);
+}
+
+// detach() before a conv2d break: gradients flowed through the detached value (p1.grad twice eager's).
+TEST(FuzzRegression, Seed1_Graph42_DetachBeforeConv) {
+  expect_compiled_matches_eager("B=5 x[5,2,5,3] p[3]g p[3]b p[4,5,2,2]b p[4] ; layer_norm(0,1,2;;0x0p+0) detach_mul(5;;0x0p+0) reshape(6;-1,5,2,3;0x0p+0) conv2d(7,3,4;2,0;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 4458308895570508419u);
+}
+
+// a parameter read only by a dead op got a zero gradient compiled, undefined in eager.
+TEST(FuzzRegression, Seed1_Graph36_UnusedParameterGrad) {
+  expect_compiled_matches_eager("B=5 x[5,5]g p[5,8]g ; matmul(0,1;;0x0p+0) sum(0;1,0;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 14385518943660482698u);
+}
+
+// p2 read only by a dead add got a zero gradient compiled, undefined in eager.
+TEST(FuzzRegression, Seed1_Graph48_DeadLinear) {
+  expect_compiled_matches_eager("B=2 x[2,4] p[8,4] p[8]g p[1,4] p[3,4] p[3]g ; linear(0,1;;0x0p+0) add(2,6;;0x0p+0) linear(3,4,5;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 4078753113378291487u);
+}
+
+// after a max() break, a parameter read only by a dead op got a zero gradient (a value never used after a break).
+TEST(FuzzRegression, Seed1_Graph35_GradAfterMaxBreak) {
+  expect_compiled_matches_eager("B=4 x[4,3,5,6]g p[5]g ; max_dim(0;3;0x0p+0) mul(2,1;;0x0p+0) softmax(2;2;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 7414929645179917977u);
+}
+
+// oracle: under bf16 autocast a one-element gradient rounded one bf16 step apart (3.25 vs 3.2656, f64 3.2635); the rule now allows one 16-bit rounding at the tensor's RMS.
+TEST(FuzzRegression, Seed13_Graph146_Bf16Rounding) {
+  expect_compiled_matches_eager("B=2 x[2,3,3]g p[5,3]g p[5]g i[1]b<2 p[1,3,5]b ; linear(0,1,2;;0x0p+0) silu(5;;0x0p+0) contiguous_clone(6;;0x0p+0) silu(6;;0x0p+0) abs(7;;0x0p+0) index_select(5,3;0;0x0p+0) mul(7,4;;0x0p+0) amax(11;0;0x0p+0)",
+                                "budget=1 remat=1 autocast=bfloat16 batch2=0", 6445700892575028605u);
+}
