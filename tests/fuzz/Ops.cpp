@@ -66,11 +66,42 @@ Shape broadcast_param_shape(ProgramGenerator &g, const Shape &shape) {
 
 // ---- entry builders ------------------------------------------------------------
 
+/// Largest |v| of a float tensor (NaN ignored).
+double max_abs(const Tensor &t) {
+  double m = 0;
+  for (double v : t.to_vector<double>())
+    if (std::abs(v) > m) m = std::abs(v);
+  return m;
+}
+
+/// Operands where a periodic function is well conditioned: |a| < 4. sin and
+/// cos of large arguments turn one rounding of the argument into an O(1)
+/// change of the result (cos(exp(u)) differs by more than the oracle allows
+/// between two correct f32 evaluations), so, as the domain edges of log, the
+/// generator keeps them out.
+bool small_argument(const Tensor &t) { return is_float(t) && max_abs(t) < 4.0; }
+
+/// Operands whose last-dim rows are not (nearly) constant: layer_norm of a
+/// constant row is 0/sqrt(eps), so a rounding of the row's mean in the last
+/// bit (f32 vs double accumulation) is amplified by 1/sqrt(eps) = 316.
+bool rows_vary(const Tensor &t) {
+  if (!is_float(t) || t.dim() < 1 || t.size(-1) < 2) return false;
+  const auto v = t.to_vector<double>();
+  const int64_t n = t.size(-1);
+  for (size_t r = 0; r + n <= v.size(); r += n) {
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i) mean += v[r + i] / n;
+    for (int64_t i = 0; i < n; ++i) sq += (v[r + i] - mean) * (v[r + i] - mean) / n;
+    if (!(sq > 1e-3 * (mean * mean) + 1e-4)) return false;
+  }
+  return true;
+}
+
 OpDef unary(const char *name, std::function<Tensor(const Tensor &)> f, std::function<std::string(const std::string &)> cpp,
-            double weight = 1.0) {
+            double weight = 1.0, std::function<bool(const Tensor &)> operand_ok = is_float) {
   return OpDef{name, false,
-               [](ProgramGenerator &g, Op &op) {
-                 int a = g.pick(is_float);
+               [operand_ok](ProgramGenerator &g, Op &op) {
+                 int a = g.pick(operand_ok);
                  if (a < 0) return false;
                  op.args = {a};
                  return true;
@@ -318,6 +349,44 @@ bool make_join(ProgramGenerator &g, Op &op) {
   return true;
 }
 
+// ---- near-ties ------------------------------------------------------------------------
+// Selection ops (amax, max, argmax, maximum, a where on lt) are discontinuous
+// at ties: when two candidates are within a rounding of each other, eager and
+// compiled (or 16-bit autocast, which rounds at other places) may pick
+// differently, and the gradient moves wholesale. Like domain edges, such
+// operands are redrawn: candidates must differ by 1% (+1e-3).
+
+Tensor tie_margin(const Tensor &m) { return abs(m) * 0.01 + 1e-3; }
+
+/// No reduction group of `a` over `dims` has a second element within the margin of its max.
+bool unique_max(const Tensor &a, const Shape &dims) {
+  NoGradGuard no_grad;
+  Tensor m = amax(a, dims, true);
+  Tensor near = ge(a, m - tie_margin(m)).to(kFloat32);
+  return amax(sum(near, dims)).item() <= 1.0;
+}
+
+bool apart(const Tensor &a, const Tensor &b) {
+  NoGradGuard no_grad;
+  Tensor gap = abs(a - b) - (abs(a) + abs(b)) * 0.01 - 1e-3;
+  return -amax(neg(gap)).item() > 0;  // min(gap) > 0
+}
+
+OpDef with_ties_checked(OpDef d, std::function<bool(const Op &, const std::vector<Tensor> &)> check) {
+  d.well_posed = std::move(check);
+  return d;
+}
+
+bool reduction_is_well_posed(const Op &op, const std::vector<Tensor> &in) {
+  Shape dims(op.ints.begin() + 1, op.ints.end());
+  if (dims.empty())
+    for (int64_t d = 0; d < in[0].dim(); ++d) dims.push_back(d);
+  return dims.empty() ? true : unique_max(in[0], dims);
+}
+
+bool dim_op_is_well_posed(const Op &op, const std::vector<Tensor> &in) { return unique_max(in[0], {op.ints[0]}); }
+bool pair_is_well_posed(const Op &, const std::vector<Tensor> &in) { return apart(in[0], in[1]); }
+
 OpDef with_break(OpDef d) {
   d.graph_break = true;
   return d;
@@ -336,8 +405,10 @@ std::vector<OpDef> build_ops() {
                     [](auto a) { return "gelu(" + a + ", \"tanh\")"; }));
   t.push_back(with_break(unary("gelu", [](const Tensor &a) { return gelu(a); }, [](auto a) { return "gelu(" + a + ")"; })));
   t.push_back(unary("abs", [](const Tensor &a) { return abs(a); }, [](auto a) { return "abs(" + a + ")"; }));
-  t.push_back(unary("sin", [](const Tensor &a) { return sin(a); }, [](auto a) { return "sin(" + a + ")"; }));
-  t.push_back(unary("cos", [](const Tensor &a) { return cos(a); }, [](auto a) { return "cos(" + a + ")"; }));
+  t.push_back(unary("sin", [](const Tensor &a) { return sin(a); }, [](auto a) { return "sin(" + a + ")"; }, 1.0,
+                    small_argument));
+  t.push_back(unary("cos", [](const Tensor &a) { return cos(a); }, [](auto a) { return "cos(" + a + ")"; }, 1.0,
+                    small_argument));
   t.push_back(unary("log", [](const Tensor &a) { return log(away_from_zero(a)); },
                     [](auto a) { return "log(" + away_from_zero_cpp(a) + ")"; }));
   t.push_back(unary("sqrt", [](const Tensor &a) { return sqrt(away_from_zero(a)); },
@@ -449,14 +520,19 @@ std::vector<OpDef> build_ops() {
                      [](auto a, auto b) { return a + " * " + b; }, 2));
   t.push_back(binary("div", [](const Tensor &a, const Tensor &b) { return a / away_from_zero(b); },
                      [](auto a, auto b) { return a + " / (" + away_from_zero_cpp(b) + ")"; }));
-  t.push_back(binary("maximum", [](const Tensor &a, const Tensor &b) { return maximum(a, b); },
-                     [](auto a, auto b) { return "maximum(" + a + ", " + b + ")"; }));
-  t.push_back(binary("where_lt", [](const Tensor &a, const Tensor &b) { return where(lt(a, b), a * 2.0, b); },
-                     [](auto a, auto b) { return "where(lt(" + a + ", " + b + "), " + a + " * 2.0, " + b + ")"; }));
+  t.push_back(with_ties_checked(binary("maximum", [](const Tensor &a, const Tensor &b) { return maximum(a, b); },
+                                       [](auto a, auto b) { return "maximum(" + a + ", " + b + ")"; }),
+                                pair_is_well_posed));
+  t.push_back(with_ties_checked(
+      binary("where_lt", [](const Tensor &a, const Tensor &b) { return where(lt(a, b), a * 2.0, b); },
+             [](auto a, auto b) { return "where(lt(" + a + ", " + b + "), " + a + " * 2.0, " + b + ")"; }),
+      pair_is_well_posed));
   // -- reductions
   t.push_back(reduction("sum", [](const Tensor &a, const Shape &d, bool k) { return sum(a, d, k); }, "sum", 1.5));
   t.push_back(reduction("mean", [](const Tensor &a, const Shape &d, bool k) { return mean(a, d, k); }, "mean"));
-  t.push_back(reduction("amax", [](const Tensor &a, const Shape &d, bool k) { return amax(a, d, k); }, "amax"));
+  t.push_back(with_ties_checked(
+      reduction("amax", [](const Tensor &a, const Shape &d, bool k) { return amax(a, d, k); }, "amax"),
+      reduction_is_well_posed));
   t.push_back(reduction("var", [](const Tensor &a, const Shape &d, bool k) { return var(a, d, 0, k); }, "var_biased"));
   t.push_back(reduction("logsumexp", [](const Tensor &a, const Shape &d, bool k) { return logsumexp(a, d, k); },
                         "logsumexp"));
@@ -466,18 +542,18 @@ std::vector<OpDef> build_ops() {
                         [](auto a, int64_t d) {
                           return "nn::functional::log_softmax(" + a + ", " + std::to_string(d) + ")";
                         }));
-  t.push_back(along_dim("max_dim", true, [](const Tensor &a, int64_t d) { return max(a, d).first; },
-                        [](auto a, int64_t d) { return "max(" + a + ", " + std::to_string(d) + ").first"; }, 0.5));
-  t.push_back(along_dim("argmax", true, [](const Tensor &a, int64_t d) { return argmax(a, d).to(kFloat32) + a.sum(); },
+  t.push_back(with_ties_checked(along_dim("max_dim", true, [](const Tensor &a, int64_t d) { return max(a, d).first; },
+                        [](auto a, int64_t d) { return "max(" + a + ", " + std::to_string(d) + ").first"; }, 0.5), dim_op_is_well_posed));
+  t.push_back(with_ties_checked(along_dim("argmax", true, [](const Tensor &a, int64_t d) { return argmax(a, d).to(kFloat32) + a.sum(); },
                         [](auto a, int64_t d) {
                           return "argmax(" + a + ", " + std::to_string(d) + ").to(kFloat32) + " + a + ".sum()";
                         },
-                        0.5));
+                        0.5), dim_op_is_well_posed));
   t.push_back(along_dim("cumsum", true, [](const Tensor &a, int64_t d) { return cumsum(a, d); },
                         [](auto a, int64_t d) { return "cumsum(" + a + ", " + std::to_string(d) + ")"; }, 0.5));
   t.push_back(OpDef{"layer_norm", false,
                     [](ProgramGenerator &g, Op &op) {
-                      int a = g.pick([](const Tensor &t) { return rank_at_least(t, 1) && t.size(-1) > 1; });
+                      int a = g.pick(rows_vary);
                       if (a < 0) return false;
                       op.args = {a};
                       if (g.chance(0.7)) {
@@ -777,7 +853,7 @@ Program ProgramGenerator::generate() {
         std::vector<Tensor> operands;
         for (int a : op.args) operands.push_back(value(a));
         Tensor result = def.apply(op, operands);
-        if (acceptable(result, operands)) {
+        if (acceptable(result, operands) && (!def.well_posed || def.well_posed(op, operands))) {
           program.ops.push_back(op);
           op_values.push_back(result.detach());
           ok = true;

@@ -82,12 +82,9 @@ double rmse(const std::vector<double> &ref, const std::vector<double> &v, const 
   return n ? std::sqrt(s / n) : 0.0;
 }
 
-/// Empty if `c` (compiled) passes against `e` (eager) and `r` (float64).
-/// `unit_roundoff` is 0 for float32 work, else the 16-bit type's (2^-8 for
-/// bfloat16, 2^-11 for float16): one such rounding at the tensor's RMS is
-/// then added to the rmse bound, since a tensor of a few elements can
-/// round luckier in eager than compiled by one 16-bit step.
-std::string compare(const Tensor &c, const Tensor &e, const Tensor &r, double multiplier, double unit_roundoff) {
+/// Empty if `c` (compiled) passes against `e` (eager) and `r` (float64):
+/// allclose at `tol`, else rmse(r, c) <= multiplier * rmse(r, e) + tol / 10.
+std::string compare(const Tensor &c, const Tensor &e, const Tensor &r, double multiplier, double tol) {
   if (c.defined() != e.defined())
     return std::string("compiled ") + (c.defined() ? "defined" : "undefined") + ", eager " +
            (e.defined() ? "defined" : "undefined");
@@ -119,14 +116,12 @@ std::string compare(const Tensor &c, const Tensor &e, const Tensor &r, double mu
       os << "element " << i << ": " << cv[i] << " compiled, " << ev[i] << " eager (integers must be equal)";
       return os.str();
     }
-    if (diff > 1e-4 + 1e-4 * std::abs(ev[i])) close = false;
+    if (diff > tol + tol * std::abs(ev[i])) close = false;
     if (diff > worst_diff) worst_diff = diff, worst = i;
   }
   if (close) return "";
   const double rc = rmse(rv, cv, finite), re = rmse(rv, ev, finite);
-  const std::vector<double> zero(rv.size(), 0.0);
-  const double floor = unit_roundoff > 0 ? unit_roundoff * rmse(zero, rv, finite) : 0.0;
-  if (rc <= multiplier * re + 1e-5 + floor) return "";
+  if (rc <= multiplier * re + tol / 10) return "";
   os << "element " << worst << ": " << cv[worst] << " compiled, " << ev[worst] << " eager, " << rv[worst]
      << " float64; rmse vs float64 " << rc << " compiled, " << re << " eager";
   return os.str();
@@ -212,9 +207,13 @@ Verdict check(const Program &p, const Options &o, uint64_t seed) {
       // the output dtype (CompileOptions::autocast): compare the values.
       if (low_precision && ct.defined() && et.defined() && ct.is_floating_point() && et.is_floating_point())
         ct = ct.to(kFloat32), et = et.to(kFloat32);
-      const DType work = low_precision ? o.autocast : half ? et.dtype() : kFloat32;
-      const double roundoff = work == kBFloat16 ? std::ldexp(1.0, -8) : work == kFloat16 ? std::ldexp(1.0, -11) : 0.0;
-      std::string why = compare(ct, et, r.tensors[k], work != kFloat32 ? 3.0 : 2.0, roundoff);
+      // torch._dynamo same()'s multiplier: 3 for 16-bit results and for
+      // tensors under 1000 elements ("noise might dominate"), else 2; its
+      // tol: 1e-4, and 1e-2 with 16-bit work, as dynamo's benchmark runners
+      // use for training under amp.
+      const bool sixteen = low_precision || half;
+      const double multiplier = sixteen || (et.defined() && et.numel() < 1000) ? 3.0 : 2.0;
+      std::string why = compare(ct, et, r.tensors[k], multiplier, sixteen ? 1e-2 : 1e-4);
       if (!why.empty()) {
         v.status = Verdict::Mismatch;
         v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) + "), " +

@@ -68,6 +68,9 @@ struct OpDef {
   std::function<Tensor(const Op &, const std::vector<Tensor> &)> apply;
   std::function<std::string(const Op &, const std::vector<std::string> &)> cpp;
   double weight = 1.0;  ///< relative frequency
+  /// Optional: false rejects the op for these operand values (a selection
+  /// op with a near-tie, whose result or gradient a last-bit rounding flips).
+  std::function<bool(const Op &, const std::vector<Tensor> &)> well_posed;
 };
 const std::vector<OpDef> &ops();
 const OpDef &op_def(const std::string &name);

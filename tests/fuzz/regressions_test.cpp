@@ -102,7 +102,7 @@ TEST(FuzzRegression, Seed1_Graph35_GradAfterMaxBreak) {
                                 "budget=1 remat=1 autocast=float32 batch2=0", 7414929645179917977u);
 }
 
-// oracle: under bf16 autocast a one-element gradient rounded one bf16 step apart (3.25 vs 3.2656, f64 3.2635); the rule now allows one 16-bit rounding at the tensor's RMS.
+// oracle: under bf16 autocast a one-element gradient rounded one bf16 step apart (3.25 vs 3.2656, f64 3.2635); 16-bit work now uses tol 1e-2, as dynamo's benchmark runners under amp.
 TEST(FuzzRegression, Seed13_Graph146_Bf16Rounding) {
   expect_compiled_matches_eager("B=2 x[2,3,3]g p[5,3]g p[5]g i[1]b<2 p[1,3,5]b ; linear(0,1,2;;0x0p+0) silu(5;;0x0p+0) contiguous_clone(6;;0x0p+0) silu(6;;0x0p+0) abs(7;;0x0p+0) index_select(5,3;0;0x0p+0) mul(7,4;;0x0p+0) amax(11;0;0x0p+0)",
                                 "budget=1 remat=1 autocast=bfloat16 batch2=0", 6445700892575028605u);
