@@ -107,3 +107,13 @@ TEST(FuzzRegression, Seed13_Graph146_Bf16Rounding) {
   expect_compiled_matches_eager("B=2 x[2,3,3]g p[5,3]g p[5]g i[1]b<2 p[1,3,5]b ; linear(0,1,2;;0x0p+0) silu(5;;0x0p+0) contiguous_clone(6;;0x0p+0) silu(6;;0x0p+0) abs(7;;0x0p+0) index_select(5,3;0;0x0p+0) mul(7,4;;0x0p+0) amax(11;0;0x0p+0)",
                                 "budget=1 remat=1 autocast=bfloat16 batch2=0", 6445700892575028605u);
 }
+
+// Graph-break segments: a segment output nobody differentiates (logsumexp of
+// a tensor with NaN, read only by a dead maximum) got a zero tangent in the
+// compiled backward, and 0 * NaN made x.grad NaN where eager gives numbers;
+// such a backward is now recomputed eagerly from the defined gradients.
+TEST(FuzzRegression, Seed4000_Graph543_ZeroTangentTimesNaN) {
+  expect_compiled_matches_eager(
+      "B=2 x[2,7]g ; masked_nan(0;;0x1.393e757a021bep+0) logsumexp(1;0,0,1;0x0p+0) maximum(2,1;;0x0p+0) pow(1;;0x1p-1)",
+      "budget=1 remat=1 autocast=float32 batch2=4", 6121492672232440914u);
+}

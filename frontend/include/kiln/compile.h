@@ -195,6 +195,11 @@ private:
   std::shared_ptr<Segment> compile_segment(const SegmentCall &call);
   void run_segment(const Segment &segment, SegmentCall &call);
   void run_segment_eagerly(SegmentCall &call);
+  /// The gradients of `call`'s inputs `grad_inputs` computed eagerly (replay
+  /// with autograd) from the defined gradients of its outputs `grad_outputs`
+  /// (CompiledBackward::eager_backward).
+  static std::function<std::vector<Tensor>(const std::vector<Tensor> &)> segment_eager_backward(
+      const SegmentCall &call, const std::vector<int> &grad_outputs, const std::vector<int> &grad_inputs);
   bool graph_breaks_ = false;  ///< the whole graph hit an uncapturable op: run as segments
   std::map<std::string, std::shared_ptr<Segment>> segments_;
   std::vector<std::shared_ptr<SegmentSite>> sites_;  ///< per flush position of a call

@@ -1,6 +1,7 @@
 // kiln::compile: guard -> (trace -> compile) -> run the compiled forward, with
 // a grad_fn that runs the compiled backward.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -186,6 +187,14 @@ struct CompiledBackward : autograd::Node {
   /// outputs without a gradient this backward reach (a value computed and
   /// never used) gets none, as in eager. Empty: every target is reached.
   std::vector<std::vector<bool>> reach;
+  /// Graph-break segments: the targets' gradients computed as eager would,
+  /// by replaying the segment with autograd and differentiating only the
+  /// outputs whose gradient is defined. Used when some are undefined and the
+  /// compiled backward (which feeds those zeros) gives a non-finite value: a
+  /// zero tangent times a NaN/Inf Jacobian (a value nobody uses downstream,
+  /// computed from a NaN) is NaN where eager, which never runs that branch,
+  /// gives a number.
+  std::function<TensorList(const TensorList &grad_outputs)> eager_backward;
 
   TensorList apply(const TensorList &grad_outputs) override {
     KILN_CHECK(!released, "backward: trying to backward through the compiled graph a second time; its saved tensors "
@@ -210,7 +219,18 @@ struct CompiledBackward : autograd::Node {
     KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
     TensorList out;
     for (size_t i = 0; i < grads.size(); ++i) out.push_back(reached(grad_outputs, i) ? from_view(grads[i]) : Tensor());
+    if (eager_backward && needs_eager_backward(grad_outputs, out)) return eager_backward(grad_outputs);
     return out;
+  }
+  static bool needs_eager_backward(const TensorList &grad_outputs, const TensorList &grads) {
+    bool some_undefined = false;
+    for (const Tensor &g : grad_outputs) some_undefined |= !g.defined();
+    if (!some_undefined) return false;
+    for (const Tensor &g : grads)
+      if (g.defined() && g.is_floating_point())
+        for (double v : g.to_vector<double>())
+          if (!std::isfinite(v)) return true;
+    return false;
   }
   bool reached(const TensorList &grad_outputs, size_t target) const {
     if (reach.empty()) return true;
@@ -842,6 +862,7 @@ void CompiledModule::run_segment(const Segment &segment, SegmentCall &call) {
   node->primals = primals;
   node->saved.assign(results.begin() + g.num_forward_outputs, results.end());
   node->reach = segment.reach;
+  node->eager_backward = segment_eager_backward(call, segment.grad_outputs, artifact.grad_inputs);
   TensorList outs;
   for (int k : segment.grad_outputs) {
     outs.push_back(call.holders[k]);
@@ -851,6 +872,36 @@ void CompiledModule::run_segment(const Segment &segment, SegmentCall &call) {
   TensorList targets;
   for (int pos : artifact.grad_inputs) targets.push_back(call.inputs[pos]);
   autograd::set_history(outs, node, targets);
+}
+
+std::function<std::vector<Tensor>(const std::vector<Tensor> &)> CompiledModule::segment_eager_backward(
+    const SegmentCall &call, const std::vector<int> &grad_outputs, const std::vector<int> &grad_inputs) {
+  std::vector<Tensor> inputs;
+  for (const Tensor &t : call.inputs) inputs.push_back(t.detach());
+  return [graph = call.graph, detached = call.detached, no_grad = call.no_grad, inputs, grad_outputs,
+          grad_inputs](const TensorList &grads) {
+    EnableGradGuard enable;
+    std::vector<Tensor> values(graph.values.size());
+    TensorList targets;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Tensor leaf = inputs[i].detach();
+      if (std::find(grad_inputs.begin(), grad_inputs.end(), static_cast<int>(i)) != grad_inputs.end()) {
+        leaf.requires_grad_(true);
+        targets.push_back(leaf);
+      }
+      values[graph.inputs[i]] = leaf;
+    }
+    replay_nodes(graph, detached, no_grad, values);
+    TensorList roots, root_grads;
+    for (size_t k = 0; k < grad_outputs.size(); ++k) {
+      Tensor root = values[graph.outputs[grad_outputs[k]]];
+      if (!grads[k].defined() || !root.requires_grad()) continue;
+      roots.push_back(root);
+      root_grads.push_back(grads[k]);
+    }
+    if (roots.empty()) return TensorList(targets.size());
+    return autograd::grad(roots, root_grads, targets);
+  };
 }
 
 void CompiledModule::run_segment_eagerly(SegmentCall &call) {
