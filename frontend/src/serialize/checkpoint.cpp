@@ -9,8 +9,11 @@
 // SchedulerStateDict JSON or null, "user": the user's JSON}.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <system_error>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +94,27 @@ int64_t step_of_file_name(const std::string &name) {
   const int64_t step = std::stoll(digits);
   return std::to_string(step) == digits ? step : -1; // only the names path_for writes ("ckpt-7", not "ckpt-007")
 }
+
+/// The writer's pid if `name` is a temporary file AtomicFileWriter makes for
+/// a checkpoint (".ckpt-<step>.safetensors.tmp-<pid>-<n>"), else -1.
+long writer_pid_of_temp_name(const std::string &name) {
+  const std::string suffix = ".safetensors", tmp = ".tmp-";
+  const size_t at = name.find(suffix + tmp);
+  if (name.empty() || name[0] != '.' || at == std::string::npos)
+    return -1;
+  const std::string checkpoint_name = name.substr(1, at + suffix.size() - 1); // "ckpt-<step>.safetensors"
+  if (step_of_file_name(checkpoint_name) < 0)
+    return -1;
+  const std::string rest = name.substr(at + suffix.size() + tmp.size()); // "<pid>-<n>"
+  const size_t dash = rest.find('-');
+  if (dash == std::string::npos || dash == 0 || dash > 9 ||
+      !std::all_of(rest.begin(), rest.begin() + dash, [](char c) { return std::isdigit(c); }))
+    return -1;
+  return std::stol(rest.substr(0, dash));
+}
+
+/// True if no process `pid` exists (so its temporary files are orphans).
+bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 } // namespace
 
@@ -248,6 +272,18 @@ CheckpointManager::CheckpointManager(std::string dir, int keep_last) : dir_(std:
   fs::create_directories(dir_, ec);
   KILN_CHECK(!ec && fs::is_directory(dir_), "CheckpointManager: cannot create directory '", dir_,
              "': ", ec ? ec.message() : std::string("a file of that name exists"), ". Pass a writable directory");
+  remove_orphaned_temp_files();
+}
+
+void CheckpointManager::remove_orphaned_temp_files() const {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = writer_pid_of_temp_name(it->path().filename().string());
+    if (pid > 0 && pid != static_cast<long>(::getpid()) && process_is_gone(pid)) {
+      std::error_code ignored; // best effort, like rotation
+      fs::remove(it->path(), ignored);
+    }
+  }
 }
 
 std::string CheckpointManager::path_for(int64_t step) const {
@@ -278,11 +314,17 @@ std::string CheckpointManager::save(int64_t step, const Checkpoint &ckpt) {
   KILN_CHECK(step >= 0, "CheckpointManager::save: step must be non-negative, got ", step);
   const std::string path = path_for(step);
   save_checkpoint(path, ckpt);
-  auto all = entries();
+  // Rotation counts only the checkpoints older than this one: the new file
+  // (complete and synced) is never deleted, and newer ones left by an earlier
+  // run (damaged, or the user resumed from an older step) do not push it out.
+  std::vector<std::pair<int64_t, std::string>> older;
+  for (auto &entry : entries())
+    if (entry.first < step)
+      older.push_back(std::move(entry));
   // Deleting is best effort: the new checkpoint is already safely written.
-  for (size_t i = 0; i + keep_last_ < all.size(); ++i) {
+  for (size_t i = 0; i + static_cast<size_t>(keep_last_ - 1) < older.size(); ++i) {
     std::error_code ec;
-    fs::remove(all[i].second, ec);
+    fs::remove(older[i].second, ec);
   }
   return path;
 }
