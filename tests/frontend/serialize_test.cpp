@@ -443,6 +443,34 @@ TEST(Serialize, NonStrictLoadReportsKeysAndFailuresRollBack) {
   EXPECT_HAS(error_of([&] { read_checkpoint(path); }), "no kiln.checkpoint metadata");
 }
 
+// Found by the checkpoint fuzzer (tests/fuzz/corpus/checkpoint/crash-rng-buffered-4):
+// an invalid RNG state failed only after the model had been restored.
+TEST(Serialize, BadRngStateFailsBeforeAnythingIsRestored) {
+  TempDir dir;
+  const std::string path = dir.file("rng.safetensors");
+  nn::Linear saved(2, 2);
+  saved.weight.detach().fill_(5.0);
+  Checkpoint ckpt = make_checkpoint(saved, nullptr, nullptr, 0, 0);
+  ckpt.rng.buffered = 4; // restore() accepts 0..3
+  save_checkpoint(path, ckpt);
+  nn::Linear model(2, 2);
+  model.weight.detach().fill_(1.0);
+  std::string msg = error_of([&] { load_checkpoint(path, model, nullptr); });
+  EXPECT_HAS(msg, "'buffered' is 4; expected an integer in [0, 3]");
+  EXPECT_HAS(msg, path);
+  EXPECT_EQ(model.weight.to_vector<double>(), std::vector<double>(4, 1.0));
+  // Numbers that do not fit their field are refused, not cast.
+  ckpt.rng.buffered = 0;
+  save_checkpoint(path, ckpt);
+  LoadedTensors file = load(path);
+  std::string json = file.checkpoint_json;
+  const std::string epoch = "\"epoch\":0";
+  ASSERT_NE(json.find(epoch), std::string::npos) << json;
+  json.replace(json.find(epoch), epoch.size(), "\"epoch\":1e300");
+  detail::save_with_kiln_metadata(path, file.tensors, {{"kiln.checkpoint", json}});
+  EXPECT_HAS(error_of([&] { read_checkpoint(path); }), "'epoch' is 1e+300; expected an integer");
+}
+
 TEST(CheckpointManager, KeepsTheLastThree) {
   TempDir dir;
   write_bytes(dir.file("notes.txt"), "keep me");

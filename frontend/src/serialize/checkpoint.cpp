@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <csignal>
 #include <filesystem>
 #include <system_error>
@@ -52,17 +53,45 @@ json checkpoint_json(const Checkpoint &ckpt) {
   return j;
 }
 
-/// Fills everything but the tensors from the "kiln.checkpoint" JSON.
+/// Throws kiln::Error (prefixed by `where`) unless RngState::restore accepts `s`.
+void check_rng_state(const RngState &s, const std::string &where) {
+  KILN_CHECK(s.buffered >= 0 && s.buffered <= 3 && (s.buffered == 0 || s.offset > 0), where,
+             ": invalid RNG state (offset ", s.offset, ", buffered ", s.buffered,
+             "); expected buffered in [0, 3] and offset > 0 when buffered > 0");
+}
+
+/// j[key] as an integer in [lo, hi]; throws kiln::Error naming the field and
+/// the value otherwise (a float or an out-of-range number is never cast).
+int64_t integer_field(const json &j, const char *key, int64_t lo, int64_t hi) {
+  const json &v = j.at(key);
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                           : v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  KILN_CHECK(fits, "'", key, "' is ", v.dump(), "; expected an integer in [", lo, ", ", hi, "]");
+  return v.get<int64_t>();
+}
+
+/// j[key] as an unsigned 64-bit integer; throws kiln::Error otherwise.
+uint64_t unsigned_field(const json &j, const char *key) {
+  const json &v = j.at(key);
+  KILN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "'", key, "' is ",
+             v.dump(), "; expected a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+/// Fills everything but the tensors from the "kiln.checkpoint" JSON. Checks
+/// every value load_checkpoint applies (the RNG state too), so that a bad
+/// file fails before anything is restored.
 void parse_checkpoint_json(const std::string &path, const std::string &text,
                            std::map<std::string, Tensor> optimizer_state, Checkpoint &ckpt) {
   try {
     json j = json::parse(text);
-    ckpt.epoch = j.at("epoch").get<int64_t>();
-    ckpt.step = j.at("step").get<int64_t>();
+    ckpt.epoch = integer_field(j, "epoch", INT64_MIN, INT64_MAX);
+    ckpt.step = integer_field(j, "step", INT64_MIN, INT64_MAX);
     const json &rng = j.at("rng");
-    ckpt.rng.seed = rng.at("seed").get<uint64_t>();
-    ckpt.rng.offset = rng.at("offset").get<uint64_t>();
-    ckpt.rng.buffered = rng.at("buffered").get<int>();
+    ckpt.rng.seed = unsigned_field(rng, "seed");
+    ckpt.rng.offset = unsigned_field(rng, "offset");
+    ckpt.rng.buffered = static_cast<int>(integer_field(rng, "buffered", 0, 3));
+    check_rng_state(ckpt.rng, "rng");
     if (!j.at("optimizer").is_null())
       ckpt.optimizer = optim::OptimizerStateDict::from_json(j["optimizer"].dump(), std::move(optimizer_state));
     if (!j.at("scheduler").is_null())
@@ -135,9 +164,7 @@ RngState RngState::capture() {
 }
 
 void RngState::restore() const {
-  KILN_CHECK(buffered >= 0 && buffered <= 3 && (buffered == 0 || offset > 0),
-             "RngState::restore: invalid state (offset ", offset, ", buffered ", buffered,
-             "); expected buffered in [0, 3] and offset > 0 when buffered > 0");
+  check_rng_state(*this, "RngState::restore");
   Generator &g = default_generator();
   g.manual_seed(seed);
   if (buffered == 0) {
