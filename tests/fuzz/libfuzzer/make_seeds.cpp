@@ -222,6 +222,7 @@ void digits_seeds(const fs::path &digits_gz) {
   write("digits", "label-10.csv", lines.substr(0, lines.find('\n') - 1) + "10\n");
   write("digits", "pixel-17.csv", "17" + lines.substr(lines.find(',')));
   write("digits", "short-row.csv", "1,2,3\n");
+  write("digits", "trailing-garbage.csv", lines.substr(0, lines.find('\n')) + "x\n");
   write("digits", "empty.csv", "");
 }
 
