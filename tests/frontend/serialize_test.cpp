@@ -471,6 +471,25 @@ TEST(Serialize, BadRngStateFailsBeforeAnythingIsRestored) {
   EXPECT_HAS(error_of([&] { read_checkpoint(path); }), "'epoch' is 1e+300; expected an integer");
 }
 
+// nlohmann's dump() recurses per level: a header of 200k '[' overflowed the
+// stack in load() (found with the safetensors fuzzer's deep-nesting input).
+TEST(Serialize, DeeplyNestedJsonIsRefusedNotRecursedInto) {
+  TempDir dir;
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  write_bytes(dir.file("deep.safetensors"), raw_file("{\"a\":" + deep + "}", ""));
+  EXPECT_HAS(error_of([&] { load(dir.file("deep.safetensors")); }), "nested deeper than 64 levels");
+  write_bytes(dir.file("meta.safetensors"), raw_file("{\"__metadata__\":{\"k\":" + deep + "}}", ""));
+  EXPECT_HAS(error_of([&] { verify(dir.file("meta.safetensors")); }), "nested deeper than 64 levels");
+  // user_metadata: 63 levels save and load; 64 are refused when saving.
+  nn::Linear model(1, 1);
+  const std::string ok = std::string(63, '[') + std::string(63, ']');
+  save_checkpoint(dir.file("ok.safetensors"), model, nullptr, nullptr, 0, 0, ok);
+  EXPECT_EQ(read_checkpoint(dir.file("ok.safetensors")).user_metadata, ok);
+  const std::string too_deep = "[" + ok + "]";
+  EXPECT_HAS(error_of([&] { save_checkpoint(dir.file("no.safetensors"), model, nullptr, nullptr, 0, 0, too_deep); }),
+             "nested deeper than 63 levels");
+}
+
 TEST(CheckpointManager, KeepsTheLastThree) {
   TempDir dir;
   write_bytes(dir.file("notes.txt"), "keep me");

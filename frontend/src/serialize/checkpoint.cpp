@@ -20,6 +20,7 @@
 
 #include "kiln/random.h"
 #include "kiln/serialize.h"
+#include "serialize/json_depth.h"
 
 namespace kiln {
 
@@ -35,8 +36,9 @@ bool starts_with(const std::string &s, const std::string &prefix) { return s.com
 
 json parse_user_json(const std::string &text, const char *where) {
   try {
-    return json::parse(text);
-  } catch (const json::exception &e) {
+    // One level less: it is stored as the "user" value of kiln.checkpoint.
+    return serialize::parse_json_limited(text, serialize::kMaxJsonDepth - 1);
+  } catch (const std::exception &e) {
     throw Error(std::string(where) + ": user_metadata must be valid JSON (e.g. \"{}\"), got '" + text +
                 "': " + e.what());
   }
@@ -84,7 +86,7 @@ uint64_t unsigned_field(const json &j, const char *key) {
 void parse_checkpoint_json(const std::string &path, const std::string &text,
                            std::map<std::string, Tensor> optimizer_state, Checkpoint &ckpt) {
   try {
-    json j = json::parse(text);
+    json j = serialize::parse_json_limited(text);
     ckpt.epoch = integer_field(j, "epoch", INT64_MIN, INT64_MAX);
     ckpt.step = integer_field(j, "step", INT64_MIN, INT64_MAX);
     const json &rng = j.at("rng");

@@ -105,6 +105,8 @@ void safetensors_seeds() {
         raw_file(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", std::string(4, '\0')));
   write("safetensors", "bool-byte-2.safetensors",
         raw_file(R"({"b":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x02", 2)));
+  write("safetensors", "deep-nesting-100.safetensors",
+        raw_file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", ""));
   write("safetensors", "metadata-not-string.safetensors",
         raw_file(R"({"__metadata__":{"k":[1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "x"));
 }
