@@ -66,8 +66,11 @@ void check_rng_state(const RngState &s, const std::string &where) {
 /// the value otherwise (a float or an out-of-range number is never cast).
 int64_t integer_field(const json &j, const char *key, int64_t lo, int64_t hi) {
   const json &v = j.at(key);
-  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
-                                           : v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  bool fits = v.is_number_integer(); // non-negative numbers parse as unsigned: compare them as such
+  if (fits && v.is_number_unsigned())
+    fits = v.get<uint64_t>() <= static_cast<uint64_t>(hi) && (lo <= 0 || v.get<uint64_t>() >= static_cast<uint64_t>(lo));
+  else if (fits)
+    fits = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   KILN_CHECK(fits, "'", key, "' is ", v.dump(), "; expected an integer in [", lo, ", ", hi, "]");
   return v.get<int64_t>();
 }
