@@ -3,9 +3,14 @@
 // No timing assertions: a hang would show up as the test timing out.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <stdlib.h>
+
+#include <zlib.h>
 
 #include <gtest/gtest.h>
 
@@ -69,6 +74,36 @@ TEST(DatasetDigits, LoadWithExpectedShapeAndRange) {
   EXPECT_EQ(ds.features.amax().item(), 1.0);
   EXPECT_EQ(ds.labels.to(kFloat32).amax().item(), 9.0);
   EXPECT_EQ(ds.labels.to_vector<int64_t>()[0], 0);  // first row of the UCI file
+}
+
+// Edge cases from the digits fuzzer's corpus (tests/fuzz/corpus/digits).
+TEST(DatasetDigits, RejectsTrailingGarbageAndDecompressionBombs) {
+  char dir_template[] = "/tmp/kiln-digits-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  const std::string row = "0,0,5,13,9,1,0,0,0,0,13,15,10,15,5,0,0,3,15,2,0,11,8,0,0,4,12,0,0,8,8,0,0,5,8,0,0,9,8,"
+                          "0,0,4,11,0,1,12,7,0,0,2,14,5,10,12,0,0,0,0,6,13,10,0,0,0,";
+  auto error_of = [](const std::string &path) -> std::string {
+    try {
+      data::load_digits(path);
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::ofstream(dir + "/ok.csv") << row << "7\r\n";
+  EXPECT_EQ(data::load_digits(dir + "/ok.csv").labels.to_vector<int64_t>(), std::vector<int64_t>{7});
+  std::ofstream(dir + "/garbage.csv") << row << "7x\n"; // strtod alone reads 7
+  EXPECT_NE(error_of(dir + "/garbage.csv").find(":1: '7x' is not a number"), std::string::npos);
+  {
+    // 65 MiB of text, a few hundred KB of gzip.
+    gzFile f = gzopen((dir + "/bomb.csv.gz").c_str(), "wb9");
+    const std::string chunk(1 << 20, '0');
+    for (int i = 0; i < 65; ++i)
+      gzwrite(f, chunk.data(), static_cast<unsigned>(chunk.size()));
+    gzclose(f);
+  }
+  EXPECT_NE(error_of(dir + "/bomb.csv.gz").find("more than 64 MiB of text"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DatasetDigits, SplitIsReproducibleFromSeed) {

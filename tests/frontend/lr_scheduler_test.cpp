@@ -227,6 +227,26 @@ TEST(LRSchedulerStateDict, MismatchesThrow) {
   expect_error([] { SchedulerStateDict::from_json("[1, 2"); }, {"from_json"});
 }
 
+// Counters saved as doubles (a checkpoint's JSON) that are not whole numbers
+// were cast to int64 (undefined behaviour for 1e300 or NaN; found by the
+// checkpoint fuzzer's corpus, tests/fuzz/corpus/checkpoint/crash-plateau-epoch-1e300).
+TEST(LRSchedulerStateDict, CountersMustBeWholeNumbers) {
+  Rig rig;
+  StepLR step(rig.opt, 2);
+  for (double bad : {1e300, std::nan(""), 2.5}) {
+    auto dict = step.state_dict();
+    dict.values["last_epoch"] = {bad};
+    expect_error([&] { step.load_state_dict(dict); }, {"StepLR.load_state_dict", "'last_epoch'", "whole number"});
+    EXPECT_EQ(step.last_epoch(), 0);
+  }
+  ReduceLROnPlateau plateau(rig.opt);
+  auto dict = plateau.state_dict();
+  dict.values["last_epoch"] = {7.0};
+  dict.values["cooldown_counter"] = {-std::numeric_limits<double>::infinity()};
+  expect_error([&] { plateau.load_state_dict(dict); }, {"'cooldown_counter' is -inf", "whole number"});
+  EXPECT_EQ(plateau.state_dict().values.at("last_epoch"), std::vector<double>{0.0}); // nothing assigned
+}
+
 // ---- bad arguments ----------------------------------------------------------------------------
 
 TEST(LRSchedulerErrors, BadArgumentsNameTheValue) {

@@ -443,6 +443,53 @@ TEST(Serialize, NonStrictLoadReportsKeysAndFailuresRollBack) {
   EXPECT_HAS(error_of([&] { read_checkpoint(path); }), "no kiln.checkpoint metadata");
 }
 
+// Found by the checkpoint fuzzer (tests/fuzz/corpus/checkpoint/crash-rng-buffered-4):
+// an invalid RNG state failed only after the model had been restored.
+TEST(Serialize, BadRngStateFailsBeforeAnythingIsRestored) {
+  TempDir dir;
+  const std::string path = dir.file("rng.safetensors");
+  nn::Linear saved(2, 2);
+  saved.weight.detach().fill_(5.0);
+  Checkpoint ckpt = make_checkpoint(saved, nullptr, nullptr, 0, 0);
+  ckpt.rng.buffered = 4; // restore() accepts 0..3
+  save_checkpoint(path, ckpt);
+  nn::Linear model(2, 2);
+  model.weight.detach().fill_(1.0);
+  std::string msg = error_of([&] { load_checkpoint(path, model, nullptr); });
+  EXPECT_HAS(msg, "'buffered' is 4; expected an integer in [0, 3]");
+  EXPECT_HAS(msg, path);
+  EXPECT_EQ(model.weight.to_vector<double>(), std::vector<double>(4, 1.0));
+  // Numbers that do not fit their field are refused, not cast.
+  ckpt.rng.buffered = 0;
+  save_checkpoint(path, ckpt);
+  LoadedTensors file = load(path);
+  std::string json = file.checkpoint_json;
+  const std::string epoch = "\"epoch\":0";
+  ASSERT_NE(json.find(epoch), std::string::npos) << json;
+  json.replace(json.find(epoch), epoch.size(), "\"epoch\":1e300");
+  detail::save_with_kiln_metadata(path, file.tensors, {{"kiln.checkpoint", json}});
+  EXPECT_HAS(error_of([&] { read_checkpoint(path); }), "'epoch' is 1e+300; expected an integer");
+}
+
+// nlohmann's dump() recurses per level: a header of 200k '[' overflowed the
+// stack in load() (found with the safetensors fuzzer's deep-nesting input).
+TEST(Serialize, DeeplyNestedJsonIsRefusedNotRecursedInto) {
+  TempDir dir;
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  write_bytes(dir.file("deep.safetensors"), raw_file("{\"a\":" + deep + "}", ""));
+  EXPECT_HAS(error_of([&] { load(dir.file("deep.safetensors")); }), "nested deeper than 64 levels");
+  write_bytes(dir.file("meta.safetensors"), raw_file("{\"__metadata__\":{\"k\":" + deep + "}}", ""));
+  EXPECT_HAS(error_of([&] { verify(dir.file("meta.safetensors")); }), "nested deeper than 64 levels");
+  // user_metadata: 63 levels save and load; 64 are refused when saving.
+  nn::Linear model(1, 1);
+  const std::string ok = std::string(63, '[') + std::string(63, ']');
+  save_checkpoint(dir.file("ok.safetensors"), model, nullptr, nullptr, 0, 0, ok);
+  EXPECT_EQ(read_checkpoint(dir.file("ok.safetensors")).user_metadata, ok);
+  const std::string too_deep = "[" + ok + "]";
+  EXPECT_HAS(error_of([&] { save_checkpoint(dir.file("no.safetensors"), model, nullptr, nullptr, 0, 0, too_deep); }),
+             "nested deeper than 63 levels");
+}
+
 TEST(CheckpointManager, KeepsTheLastThree) {
   TempDir dir;
   write_bytes(dir.file("notes.txt"), "keep me");

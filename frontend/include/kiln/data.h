@@ -329,7 +329,9 @@ private:
 /// Reads the UCI optical digits CSV (gzip or plain): rows of 64 pixel values
 /// 0..16 then the label 0..9. Returns features [N, 64] float32 scaled to
 /// [0, 1] (divided by 16) and labels [N] int64. Throws kiln::Error naming the
-/// file and line on a missing file, a short row or an out-of-range value.
+/// file and line on a missing file, a short row, a field that is not a number
+/// (trailing characters included) or an out-of-range value, and for a file of
+/// more than 64 MiB of text (decompressed).
 TensorDataset load_digits(const std::string &path);
 
 /// Rows `indices` (int64 [M]) of `t` ([N, ...]) -> [M, ...]; a copy.

@@ -187,17 +187,25 @@ CheckpointLoadResult load_checkpoint(const std::string &path, nn::Module &model,
 
 /// Keeps the newest `keep_last` checkpoints of one run in `dir` as
 /// "ckpt-<step>.safetensors" (step in decimal, no padding). Other files in
-/// the directory are never touched.
+/// the directory are never touched, except the temporary files
+/// (".ckpt-<step>.safetensors.tmp-<pid>-<n>") of writers that were killed
+/// mid-write, which the constructor removes once their process is gone.
+/// Crash safety (tests/frontend/checkpoint_crash_test.cpp kills a saving
+/// process 50 times): a ckpt-<step> file is always complete, and latest()
+/// after a crash finds the newest save that returned.
 class CheckpointManager {
 public:
-  /// Creates `dir` (and parents) if needed. Throws kiln::Error if keep_last < 1
-  /// or the directory cannot be created.
+  /// Creates `dir` (and parents) if needed and removes orphaned temporary
+  /// files (above). Throws kiln::Error if keep_last < 1 or the directory
+  /// cannot be created.
   explicit CheckpointManager(std::string dir, int keep_last = 3);
 
   /// Writes `ckpt` as ckpt-<step>.safetensors atomically (replacing one of
-  /// the same step), then deletes the oldest beyond keep_last. Returns the
-  /// path. Throws kiln::Error if step < 0 or the write fails (nothing is
-  /// deleted then).
+  /// the same step), then deletes the oldest checkpoints older than `step`
+  /// so that keep_last remain counting the new one. The new file is never
+  /// deleted, and files of steps above `step` (left by an earlier run) are
+  /// kept and not counted. Returns the path. Throws kiln::Error if step < 0
+  /// or the write fails (nothing is deleted then).
   std::string save(int64_t step, const Checkpoint &ckpt);
   /// Same with make_checkpoint(model, optimizer, scheduler, epoch, step, user_metadata).
   std::string save(int64_t step, const nn::Module &model, const optim::Optimizer *optimizer, SchedulerRef scheduler,
@@ -215,6 +223,7 @@ public:
 
 private:
   std::vector<std::pair<int64_t, std::string>> entries() const;
+  void remove_orphaned_temp_files() const;
   std::string dir_;
   int keep_last_;
 };

@@ -60,6 +60,11 @@ std::shared_ptr<Dataset> make_dataset(int64_t size, LambdaDataset::GetFn fn) {
   return std::make_shared<LambdaDataset>(size, std::move(fn));
 }
 
+/// The most text load_digits reads: the UCI file is 0.5 MB, so anything past
+/// this is another file or a decompression bomb (a few KB of gzip can expand
+/// to gigabytes).
+constexpr size_t kMaxDigitsTextBytes = size_t(64) << 20;
+
 /// Whole file contents, transparently gunzipped (gzread reads plain files too).
 static std::string read_maybe_gz(const std::string &path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -68,7 +73,14 @@ static std::string read_maybe_gz(const std::string &path) {
   std::string out;
   char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxDigitsTextBytes) {
+      gzclose(f);
+      throw Error("load_digits: '" + path + "' holds more than " + std::to_string(kMaxDigitsTextBytes >> 20) +
+                  " MiB of text (the digits CSV is about 0.5 MB); pass the path to data/digits.csv.gz");
+    }
+  }
   int err = 0;
   const char *msg = gzerror(f, &err);
   std::string error = (n < 0 || (err != Z_OK && err != Z_STREAM_END)) ? std::string(msg) : std::string();
@@ -93,7 +105,9 @@ TensorDataset load_digits(const std::string &path) {
     while (std::getline(fields, field, ',')) {
       char *end = nullptr;
       double v = std::strtod(field.c_str(), &end);
-      KILN_CHECK(end != field.c_str(), "load_digits: ", path, ":", line_no, ": '", field, "' is not a number");
+      while (*end == ' ' || *end == '\r') ++end;
+      KILN_CHECK(end != field.c_str() && *end == '\0', "load_digits: ", path, ":", line_no, ": '", field,
+                 "' is not a number");
       row.push_back(v);
     }
     KILN_CHECK(row.size() == 65, "load_digits: ", path, ":", line_no, ": expected 65 values (64 pixels + label), got ",

@@ -79,13 +79,22 @@ const std::vector<double> &LRScheduler::value(const SchedulerStateDict &dict, co
   return it->second;
 }
 
+/// A counter stored as a double in a state dict (last_epoch, ...) back as an
+/// integer. Throws kiln::Error naming the scheduler, key and value unless it
+/// is a whole number in int64 range (a cast would be undefined otherwise).
+static int64_t whole_number(const SchedulerStateDict &dict, const char *key, double v) {
+  KILN_CHECK(std::isfinite(v) && v == std::floor(v) && v >= -9.2e18 && v <= 9.2e18, dict.scheduler,
+             ".load_state_dict: '", key, "' is ", v, "; expected a whole number (a count of epochs or steps)");
+  return static_cast<int64_t>(v);
+}
+
 void LRScheduler::load_state_dict(const SchedulerStateDict &dict) {
   check_dict_name(dict);
   const size_t groups = optimizer_->param_groups().size();
-  const double epoch = value(dict, "last_epoch", 1)[0];
+  const int64_t epoch = whole_number(dict, "last_epoch", value(dict, "last_epoch", 1)[0]);
   base_lrs_ = value(dict, "base_lrs", groups);
   last_lr_ = value(dict, "last_lr", groups);
-  last_epoch_ = static_cast<int64_t>(epoch);
+  last_epoch_ = epoch;
 }
 
 // ---- StepLR, MultiStepLR, CosineAnnealingLR, LinearLR ------------------------------------
@@ -201,11 +210,11 @@ void SequentialLR::load_state_dict(const SchedulerStateDict &dict) {
   KILN_CHECK(dict.children.size() == schedulers_.size(), "SequentialLR.load_state_dict: the state dict has ",
              dict.children.size(), " schedulers, this SequentialLR has ", schedulers_.size());
   const size_t groups = optimizer_->param_groups().size();
-  const double epoch = value(dict, "last_epoch", 1)[0];
+  const int64_t epoch = whole_number(dict, "last_epoch", value(dict, "last_epoch", 1)[0]);
   std::vector<double> last_lr = value(dict, "last_lr", groups);
   for (size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->check_dict_name(dict.children[i]);
   for (size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(dict.children[i]);
-  last_epoch_ = static_cast<int64_t>(epoch);
+  last_epoch_ = epoch;
   last_lr_ = std::move(last_lr);
 }
 
@@ -361,10 +370,14 @@ void ReduceLROnPlateau::load_state_dict(const SchedulerStateDict &dict) {
   };
   const size_t groups = optimizer_->param_groups().size();
   std::vector<double> last_lr = get("last_lr", groups);
-  last_epoch_ = static_cast<int64_t>(get("last_epoch", 1)[0]);
-  best_ = get("best", 1)[0];
-  num_bad_epochs_ = static_cast<int64_t>(get("num_bad_epochs", 1)[0]);
-  cooldown_counter_ = static_cast<int64_t>(get("cooldown_counter", 1)[0]);
+  const int64_t last_epoch = whole_number(dict, "last_epoch", get("last_epoch", 1)[0]);
+  const double best = get("best", 1)[0];
+  const int64_t num_bad_epochs = whole_number(dict, "num_bad_epochs", get("num_bad_epochs", 1)[0]);
+  const int64_t cooldown_counter = whole_number(dict, "cooldown_counter", get("cooldown_counter", 1)[0]);
+  last_epoch_ = last_epoch; // all checked: now assign
+  best_ = best;
+  num_bad_epochs_ = num_bad_epochs;
+  cooldown_counter_ = cooldown_counter;
   last_lr_ = std::move(last_lr);
 }
 

@@ -9,13 +9,18 @@
 // SchedulerStateDict JSON or null, "user": the user's JSON}.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <csignal>
 #include <filesystem>
 #include <system_error>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "kiln/random.h"
 #include "kiln/serialize.h"
+#include "serialize/json_depth.h"
 
 namespace kiln {
 
@@ -31,8 +36,9 @@ bool starts_with(const std::string &s, const std::string &prefix) { return s.com
 
 json parse_user_json(const std::string &text, const char *where) {
   try {
-    return json::parse(text);
-  } catch (const json::exception &e) {
+    // One level less: it is stored as the "user" value of kiln.checkpoint.
+    return serialize::parse_json_limited(text, serialize::kMaxJsonDepth - 1);
+  } catch (const std::exception &e) {
     throw Error(std::string(where) + ": user_metadata must be valid JSON (e.g. \"{}\"), got '" + text +
                 "': " + e.what());
   }
@@ -49,17 +55,48 @@ json checkpoint_json(const Checkpoint &ckpt) {
   return j;
 }
 
-/// Fills everything but the tensors from the "kiln.checkpoint" JSON.
+/// Throws kiln::Error (prefixed by `where`) unless RngState::restore accepts `s`.
+void check_rng_state(const RngState &s, const std::string &where) {
+  KILN_CHECK(s.buffered >= 0 && s.buffered <= 3 && (s.buffered == 0 || s.offset > 0), where,
+             ": invalid RNG state (offset ", s.offset, ", buffered ", s.buffered,
+             "); expected buffered in [0, 3] and offset > 0 when buffered > 0");
+}
+
+/// j[key] as an integer in [lo, hi]; throws kiln::Error naming the field and
+/// the value otherwise (a float or an out-of-range number is never cast).
+int64_t integer_field(const json &j, const char *key, int64_t lo, int64_t hi) {
+  const json &v = j.at(key);
+  bool fits = v.is_number_integer(); // non-negative numbers parse as unsigned: compare them as such
+  if (fits && v.is_number_unsigned())
+    fits = v.get<uint64_t>() <= static_cast<uint64_t>(hi) && (lo <= 0 || v.get<uint64_t>() >= static_cast<uint64_t>(lo));
+  else if (fits)
+    fits = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  KILN_CHECK(fits, "'", key, "' is ", v.dump(), "; expected an integer in [", lo, ", ", hi, "]");
+  return v.get<int64_t>();
+}
+
+/// j[key] as an unsigned 64-bit integer; throws kiln::Error otherwise.
+uint64_t unsigned_field(const json &j, const char *key) {
+  const json &v = j.at(key);
+  KILN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "'", key, "' is ",
+             v.dump(), "; expected a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+/// Fills everything but the tensors from the "kiln.checkpoint" JSON. Checks
+/// every value load_checkpoint applies (the RNG state too), so that a bad
+/// file fails before anything is restored.
 void parse_checkpoint_json(const std::string &path, const std::string &text,
                            std::map<std::string, Tensor> optimizer_state, Checkpoint &ckpt) {
   try {
-    json j = json::parse(text);
-    ckpt.epoch = j.at("epoch").get<int64_t>();
-    ckpt.step = j.at("step").get<int64_t>();
+    json j = serialize::parse_json_limited(text);
+    ckpt.epoch = integer_field(j, "epoch", INT64_MIN, INT64_MAX);
+    ckpt.step = integer_field(j, "step", INT64_MIN, INT64_MAX);
     const json &rng = j.at("rng");
-    ckpt.rng.seed = rng.at("seed").get<uint64_t>();
-    ckpt.rng.offset = rng.at("offset").get<uint64_t>();
-    ckpt.rng.buffered = rng.at("buffered").get<int>();
+    ckpt.rng.seed = unsigned_field(rng, "seed");
+    ckpt.rng.offset = unsigned_field(rng, "offset");
+    ckpt.rng.buffered = static_cast<int>(integer_field(rng, "buffered", 0, 3));
+    check_rng_state(ckpt.rng, "rng");
     if (!j.at("optimizer").is_null())
       ckpt.optimizer = optim::OptimizerStateDict::from_json(j["optimizer"].dump(), std::move(optimizer_state));
     if (!j.at("scheduler").is_null())
@@ -92,6 +129,27 @@ int64_t step_of_file_name(const std::string &name) {
   return std::to_string(step) == digits ? step : -1; // only the names path_for writes ("ckpt-7", not "ckpt-007")
 }
 
+/// The writer's pid if `name` is a temporary file AtomicFileWriter makes for
+/// a checkpoint (".ckpt-<step>.safetensors.tmp-<pid>-<n>"), else -1.
+long writer_pid_of_temp_name(const std::string &name) {
+  const std::string suffix = ".safetensors", tmp = ".tmp-";
+  const size_t at = name.find(suffix + tmp);
+  if (name.empty() || name[0] != '.' || at == std::string::npos)
+    return -1;
+  const std::string checkpoint_name = name.substr(1, at + suffix.size() - 1); // "ckpt-<step>.safetensors"
+  if (step_of_file_name(checkpoint_name) < 0)
+    return -1;
+  const std::string rest = name.substr(at + suffix.size() + tmp.size()); // "<pid>-<n>"
+  const size_t dash = rest.find('-');
+  if (dash == std::string::npos || dash == 0 || dash > 9 ||
+      !std::all_of(rest.begin(), rest.begin() + dash, [](char c) { return std::isdigit(c); }))
+    return -1;
+  return std::stol(rest.substr(0, dash));
+}
+
+/// True if no process `pid` exists (so its temporary files are orphans).
+bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
 } // namespace
 
 // ---- RNG --------------------------------------------------------------------------------
@@ -111,9 +169,7 @@ RngState RngState::capture() {
 }
 
 void RngState::restore() const {
-  KILN_CHECK(buffered >= 0 && buffered <= 3 && (buffered == 0 || offset > 0),
-             "RngState::restore: invalid state (offset ", offset, ", buffered ", buffered,
-             "); expected buffered in [0, 3] and offset > 0 when buffered > 0");
+  check_rng_state(*this, "RngState::restore");
   Generator &g = default_generator();
   g.manual_seed(seed);
   if (buffered == 0) {
@@ -248,6 +304,18 @@ CheckpointManager::CheckpointManager(std::string dir, int keep_last) : dir_(std:
   fs::create_directories(dir_, ec);
   KILN_CHECK(!ec && fs::is_directory(dir_), "CheckpointManager: cannot create directory '", dir_,
              "': ", ec ? ec.message() : std::string("a file of that name exists"), ". Pass a writable directory");
+  remove_orphaned_temp_files();
+}
+
+void CheckpointManager::remove_orphaned_temp_files() const {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = writer_pid_of_temp_name(it->path().filename().string());
+    if (pid > 0 && pid != static_cast<long>(::getpid()) && process_is_gone(pid)) {
+      std::error_code ignored; // best effort, like rotation
+      fs::remove(it->path(), ignored);
+    }
+  }
 }
 
 std::string CheckpointManager::path_for(int64_t step) const {
@@ -278,11 +346,17 @@ std::string CheckpointManager::save(int64_t step, const Checkpoint &ckpt) {
   KILN_CHECK(step >= 0, "CheckpointManager::save: step must be non-negative, got ", step);
   const std::string path = path_for(step);
   save_checkpoint(path, ckpt);
-  auto all = entries();
+  // Rotation counts only the checkpoints older than this one: the new file
+  // (complete and synced) is never deleted, and newer ones left by an earlier
+  // run (damaged, or the user resumed from an older step) do not push it out.
+  std::vector<std::pair<int64_t, std::string>> older;
+  for (auto &entry : entries())
+    if (entry.first < step)
+      older.push_back(std::move(entry));
   // Deleting is best effort: the new checkpoint is already safely written.
-  for (size_t i = 0; i + keep_last_ < all.size(); ++i) {
+  for (size_t i = 0; i + static_cast<size_t>(keep_last_ - 1) < older.size(); ++i) {
     std::error_code ec;
-    fs::remove(all[i].second, ec);
+    fs::remove(older[i].second, ec);
   }
   return path;
 }

@@ -18,6 +18,7 @@
 
 #include "kiln/serialize.h"
 #include "serialize/atomic_file.h"
+#include "serialize/json_depth.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "kiln/serialize writes tensor memory as is; safetensors is little-endian");
@@ -279,8 +280,8 @@ void parse_metadata(const std::string &path, const json &j, Header &h) {
 void check_kiln_entry(const std::string &path, const json &header, Header &h) {
   json kiln;
   try {
-    kiln = json::parse(h.metadata.at("kiln"));
-  } catch (const json::exception &e) {
+    kiln = serialize::parse_json_limited(h.metadata.at("kiln"));
+  } catch (const std::exception &e) {
     bad_file(path, std::string("has an invalid 'kiln' metadata entry: ") + e.what());
   }
   if (!kiln.is_object() || !kiln.contains("format_version") || !kiln["format_version"].is_number_integer() ||
@@ -325,7 +326,7 @@ Header read_header(const std::string &path, Reader &in) {
   try {
     if (text[0] != '{')
       throw std::runtime_error("the header does not start with '{'");
-    header = json::parse(text);
+    header = serialize::parse_json_limited(text);
   } catch (const std::exception &e) {
     bad_file(path, std::string("has an invalid JSON header: ") + e.what());
   }

@@ -1,0 +1,122 @@
+
+func.func @constant() -> (tensor<4x8xf32>, tensor<3xi64>, tensor<2xi1>, tensor<2xbf16>) {
+  %0 = kiln.constant 0.0 : tensor<4x8xf32>
+  %1 = kiln.constant 3.0 : tensor<3xi64>
+  %2 = kiln.constant 1.0 : tensor<2xi1>
+  %3 = kiln.constant -0.25 : tensor<2xbf16>
+  return %0, %1, %2, %3 : tensor<4x8xf32>, tensor<3xi64>, tensor<2xi1>, tensor<2xbf16>
+}
+
+func.func @binary(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = kiln.add %a, %b : tensor<4x8xf32>
+  %1 = kiln.sub %0, %b : tensor<4x8xf32>
+  %2 = kiln.mul %1, %b : tensor<4x8xf32>
+  %3 = kiln.div %2, %b : tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+}
+
+func.func @unary(%a: tensor<4x8xf16>, %i: tensor<3xi64>) -> (tensor<4x8xf16>, tensor<3xi64>) {
+  %0 = kiln.neg %a : tensor<4x8xf16>
+  %1 = kiln.exp %0 : tensor<4x8xf16>
+  %2 = kiln.log %1 : tensor<4x8xf16>
+  %3 = kiln.relu %2 : tensor<4x8xf16>
+  %4 = kiln.neg %i : tensor<3xi64>
+  return %3, %4 : tensor<4x8xf16>, tensor<3xi64>
+}
+
+func.func @compare_select_convert(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  %c = kiln.compare lt, %a, %b : tensor<4x8xf32>
+  %d = kiln.compare ge, %a, %b : tensor<4x8xf32>
+  %s = kiln.select %c, %a, %b : tensor<4x8xf32>
+  %t = kiln.convert %s : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %t : tensor<4x8xbf16>
+}
+
+func.func @matmul(%a: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %0 = kiln.matmul %a, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+func.func @math_unary(%a: tensor<4x8xf32>, %i: tensor<3xi64>, %h: tensor<2xbf16>) -> (tensor<4x8xf32>, tensor<3xi64>, tensor<2xbf16>) {
+  %0 = kiln.sqrt %a : tensor<4x8xf32>
+  %1 = kiln.rsqrt %0 : tensor<4x8xf32>
+  %2 = kiln.tanh %1 : tensor<4x8xf32>
+  %3 = kiln.abs %2 : tensor<4x8xf32>
+  %4 = kiln.sin %3 : tensor<4x8xf32>
+  %5 = kiln.cos %4 : tensor<4x8xf32>
+  %6 = kiln.pow %5, 3.0 : tensor<4x8xf32>
+  %7 = kiln.abs %i : tensor<3xi64>
+  %8 = kiln.pow %h, -0.5 : tensor<2xbf16>
+  return %6, %7, %8 : tensor<4x8xf32>, tensor<3xi64>, tensor<2xbf16>
+}
+
+func.func @batched_matmul(%a: tensor<2x4x8xf32>, %b: tensor<2x8x16xf32>) -> tensor<2x4x16xf32> {
+  %0 = kiln.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+func.func @layout(%a: tensor<4x8xf32>, %v: tensor<8xf32>) -> (tensor<8x4xf32>, tensor<3x4x8xf32>, tensor<32xf32>) {
+  %0 = kiln.transpose %a [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %1 = kiln.broadcast %v : tensor<8xf32> -> tensor<3x4x8xf32>
+  %2 = kiln.reshape %a : tensor<4x8xf32> -> tensor<32xf32>
+  return %0, %1, %2 : tensor<8x4xf32>, tensor<3x4x8xf32>, tensor<32xf32>
+}
+
+func.func @reduce(%a: tensor<2x4x8xf32>) -> (tensor<4xf32>, tensor<2x4xf32>) {
+  %0 = kiln.reduce_sum %a [0, 2] : tensor<2x4x8xf32> -> tensor<4xf32>
+  %1 = kiln.reduce_max %a [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<2x4xf32>
+}
+
+func.func @fusion(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  %r:2 = kiln.fusion "fusion_0" (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf32>) {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
+    %one = kiln.constant 1.0 : tensor<4x8xf32>
+    %0 = kiln.add %x, %y : tensor<4x8xf32>
+    %1 = kiln.mul %0, %one : tensor<4x8xf32>
+    %2 = kiln.reduce_sum %1 [1] : tensor<4x8xf32> -> tensor<4xf32>
+    kiln.yield %2, %1 : tensor<4xf32>, tensor<4x8xf32>
+  }
+  return %r#0, %r#1 : tensor<4xf32>, tensor<4x8xf32>
+}
+
+func.func @empty_fusion() -> tensor<4xf32> {
+  %r = kiln.fusion "fusion_1" () : () -> tensor<4xf32> {
+    %c = kiln.constant 2.0 : tensor<4xf32>
+    kiln.yield %c : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+
+func.func @all_predicates(%a: tensor<3xi64>, %b: tensor<3xi64>, %p: tensor<3xi1>) -> (tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>) {
+  %0 = kiln.compare eq, %a, %b : tensor<3xi64>
+  %1 = kiln.compare ne, %a, %b : tensor<3xi64>
+  %2 = kiln.compare le, %a, %b : tensor<3xi64>
+  %3 = kiln.compare gt, %a, %b : tensor<3xi64>
+  %4 = kiln.compare eq, %p, %p : tensor<3xi1>
+  return %0, %1, %2, %3, %4 : tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>, tensor<3xi1>
+}
+
+func.func @select_convert_types(%c: tensor<2x3xi1>, %a: tensor<2x3xi64>, %b: tensor<2x3xi64>) -> (tensor<2x3xi64>, tensor<2x3xf32>, tensor<2x3xi1>) {
+  %0 = kiln.select %c, %a, %b : tensor<2x3xi64>
+  %1 = kiln.convert %c : tensor<2x3xi1> -> tensor<2x3xf32>
+  %2 = kiln.convert %0 : tensor<2x3xi64> -> tensor<2x3xi1>
+  return %0, %1, %2 : tensor<2x3xi64>, tensor<2x3xf32>, tensor<2x3xi1>
+}
+
+func.func @rank0_and_unit_dims(%s: tensor<f32>, %r: tensor<1x8xf16>, %a: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4x8xf16>, tensor<f32>, tensor<f32>, tensor<1xf32>) {
+  %0 = kiln.broadcast %s : tensor<f32> -> tensor<4xf32>
+  %1 = kiln.broadcast %r : tensor<1x8xf16> -> tensor<4x8xf16>
+  %2 = kiln.reduce_sum %a [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %4 = kiln.constant 0.5 : tensor<f32>
+  %5 = kiln.reshape %4 : tensor<f32> -> tensor<1xf32>
+  return %0, %1, %2, %4, %5 : tensor<4xf32>, tensor<4x8xf16>, tensor<f32>, tensor<f32>, tensor<1xf32>
+}
+
+func.func @int_and_rank3_layout(%a: tensor<2x3x4xi64>, %b: tensor<2x4x5xi64>) -> (tensor<4x2x3xi64>, tensor<2x3x5xi64>, tensor<2x3xi64>) {
+  %0 = kiln.transpose %a [2, 0, 1] : tensor<2x3x4xi64> -> tensor<4x2x3xi64>
+  %1 = kiln.matmul %a, %b : tensor<2x3x4xi64>, tensor<2x4x5xi64> -> tensor<2x3x5xi64>
+  %2 = kiln.reduce_max %a [2] : tensor<2x3x4xi64> -> tensor<2x3xi64>
+  return %0, %1, %2 : tensor<4x2x3xi64>, tensor<2x3x5xi64>, tensor<2x3xi64>
+}

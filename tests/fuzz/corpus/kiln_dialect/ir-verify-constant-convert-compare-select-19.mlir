@@ -1,0 +1,5 @@
+
+func.func @select_result_type(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf16> {
+  %0 = "kiln.select"(%c, %a, %b) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}

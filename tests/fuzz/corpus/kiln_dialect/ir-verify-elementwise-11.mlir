@@ -1,0 +1,6 @@
+
+func.func @abs_bool(%a: tensor<4xi1>) -> tensor<4xi1> {
+  %0 = kiln.abs %a : tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+

@@ -1,0 +1,6 @@
+
+func.func @log_int(%a: tensor<4xi64>) -> tensor<4xi64> {
+  %0 = kiln.log %a : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+

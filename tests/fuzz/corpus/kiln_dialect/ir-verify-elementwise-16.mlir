@@ -1,0 +1,6 @@
+
+func.func @rsqrt_int(%a: tensor<4xi64>) -> tensor<4xi64> {
+  %0 = kiln.rsqrt %a : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+

@@ -1,0 +1,6 @@
+
+func.func @cos_bool(%a: tensor<4xi1>) -> tensor<4xi1> {
+  %0 = kiln.cos %a : tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+

@@ -1,0 +1,5 @@
+
+func.func @yield_outside(%a: tensor<4xf32>) {
+  kiln.yield %a : tensor<4xf32>
+}
+
