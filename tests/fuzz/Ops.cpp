@@ -387,6 +387,13 @@ bool reduction_is_well_posed(const Op &op, const std::vector<Tensor> &in) {
 bool dim_op_is_well_posed(const Op &op, const std::vector<Tensor> &in) { return unique_max(in[0], {op.ints[0]}); }
 bool pair_is_well_posed(const Op &, const std::vector<Tensor> &in) { return apart(in[0], in[1]); }
 
+/// A branch on sum(a) > 0 is a tie when the sum is within 1% of sum(|a|)
+/// (+1e-3) of zero (layer_norm's output sums to 0 up to rounding).
+bool branch_is_well_posed(const Op &, const std::vector<Tensor> &in) {
+  NoGradGuard no_grad;
+  return std::abs(in[0].sum().item()) > 0.01 * abs(in[0]).sum().item() + 1e-3;
+}
+
 OpDef with_break(OpDef d) {
   d.graph_break = true;
   return d;
@@ -703,7 +710,7 @@ std::vector<OpDef> build_ops() {
                     },
                     0.6});
   // -- graph breaks around host reads, autograd and in-place updates
-  t.push_back(OpDef{"item_branch", true,
+  t.push_back(with_ties_checked(OpDef{"item_branch", true,
                     [](ProgramGenerator &g, Op &op) {
                       int a = g.pick(is_float);
                       if (a < 0) return false;
@@ -716,7 +723,7 @@ std::vector<OpDef> build_ops() {
                     [](const Op &, const std::vector<std::string> &n) {
                       return "(" + n[0] + ".sum().item() > 0 ? " + n[0] + " * 2.0 : " + n[0] + " - 1.0)";
                     },
-                    0.5});
+                    0.5}, branch_is_well_posed));
   t.push_back(unary("item_scale", [](const Tensor &a) { return a * std::tanh(a.sum().item()); },
                     [](auto a) { return a + " * std::tanh(" + a + ".sum().item())"; }, 0.3));
   t.back().graph_break = true;
