@@ -308,7 +308,7 @@ std::string gtest_case(const std::string &name, const Program &p, const Options 
   os << "// " << message << "\n// forward(x):\n";
   std::istringstream body(p.cpp());
   for (std::string line; std::getline(body, line);) os << "//   " << line << "\n";
-  os << "TEST(FuzzRegression, " << name << ") {\n"
+  os << "TEST" << "(FuzzRegression, " << name << ") {\n"
      << "  expect_compiled_matches_eager(\"" << p.str() << "\",\n"
      << "                                \"" << o.str() << "\", " << seed << "u);\n"
      << "}\n";
