@@ -120,6 +120,17 @@ std::string dtypes_of(const Program &p, const Options &o) {
   return s;
 }
 
+/// The summary's name of a verdict (a crash, seen only by the parent, is "crash").
+const char *status_name(Verdict::Status s) {
+  switch (s) {
+  case Verdict::Pass: return "pass";
+  case Verdict::Invalid: return "invalid";
+  case Verdict::Mismatch: return "mismatch";
+  case Verdict::CompiledError: return "error";
+  }
+  return "error";
+}
+
 uint64_t graph_seed(uint64_t seed, int k) {
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(k)};
   std::mt19937_64 rng(seq);
@@ -145,8 +156,7 @@ Outcome run_graph(const Args &a, int k) {
     v.status = Verdict::CompiledError;
     v.message = std::string("the check itself threw: ") + e.what();
   }
-  out.status = v.status == Verdict::Pass ? "pass" : v.status == Verdict::Invalid ? "invalid"
-               : v.status == Verdict::Mismatch ? "mismatch" : "error";
+  out.status = status_name(v.status);
   if (a.verbose && !v.message.empty()) std::fprintf(stderr, "graph %d: %s: %s\n", k, out.status.c_str(), v.message.c_str());
   if (!v.failed()) return out;
   const size_t ops_before = p.ops.size();
@@ -155,7 +165,7 @@ Outcome run_graph(const Args &a, int k) {
     Verdict sv = check(small, o, gs);
     if (sv.failed()) p = small, v = sv;
   }
-  out.status = v.status == Verdict::Mismatch ? "mismatch" : "error";
+  out.status = status_name(v.status);
   char name[64];
   std::snprintf(name, sizeof name, "Seed%llu_Graph%d", static_cast<unsigned long long>(a.seed), k);
   out.report = "kiln-fuzz --seed " + std::to_string(a.seed) + " --graph " + std::to_string(k) + ": " + out.status +
@@ -225,9 +235,7 @@ int main(int argc, char **argv) {
   }
   if (!a.replay.empty()) {
     const Verdict v = check(Program::parse(a.replay), Options::parse(a.replay_options), a.input_seed);
-    std::printf("%s%s%s\n", v.status == Verdict::Pass ? "pass" : v.status == Verdict::Invalid ? "invalid"
-                             : v.status == Verdict::Mismatch ? "mismatch" : "error",
-                v.message.empty() ? "" : ": ", v.message.c_str());
+    std::printf("%s%s%s\n", status_name(v.status), v.message.empty() ? "" : ": ", v.message.c_str());
     return v.failed() ? 1 : 0;
   }
   std::printf("kiln-fuzz: seed %llu, %d graphs (replay: kiln-fuzz --seed %llu [--graph K])\n",
