@@ -7,6 +7,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
+#include "backend.h"
 #include "ops/kernels.h"
 #include "trace.h"
 
@@ -36,12 +37,22 @@ int64_t numel_of(const Shape &sizes) {
   return n;
 }
 
+runtime::DeviceBackend &backend_of(const Device &device, const char *op) {
+  runtime::DeviceBackend *backend = runtime::find_backend(device.type);
+  KILN_CHECK(backend != nullptr, op, ": device ", device.str(),
+             " has no backend in this process (expected cpu, or a device whose backend is registered)");
+  KILN_CHECK(device.index >= 0 && device.index < backend->device_count(), op, ": device ", device.str(),
+             " does not exist (", backend->device_count(), " ", device_type_name(device.type),
+             " device(s))");
+  return *backend;
+}
+
 Tensor Tensor::empty(const Shape &sizes, DType dtype, Device device) {
-  KILN_CHECK(device.is_cpu(), "empty: device ", device.str(),
-             " is not available in this build; expected cpu");
+  runtime::DeviceBackend &backend = backend_of(device, "empty");
   for (int64_t s : sizes) KILN_CHECK(s >= 0, "empty: negative size in shape ", shape_str(sizes));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = runtime::Buffer::make(static_cast<size_t>(numel_of(sizes)) * itemsize(dtype));
+  impl->storage = runtime::Buffer::make(static_cast<size_t>(numel_of(sizes)) * itemsize(dtype),
+                                        backend.allocator(device.index));
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;

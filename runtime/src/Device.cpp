@@ -3,8 +3,18 @@
 
 namespace kiln {
 
+const char *device_type_name(DeviceType type) {
+  switch (type) {
+  case DeviceType::CPU: return "cpu";
+  case DeviceType::CUDA: return "cuda";
+  case DeviceType::PrivateUse1: return "privateuse1";
+  }
+  return "unknown";
+}
+
 std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+  if (is_cpu()) return "cpu";
+  return std::string(device_type_name(type)) + ":" + std::to_string(index);
 }
 
 const char *dtype_name(DType t) {

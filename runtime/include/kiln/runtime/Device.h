@@ -6,9 +6,12 @@
 
 namespace kiln {
 
-/// Device kinds. CUDA is a slot for the GPU backend: the CPU build knows the
-/// name so errors can say "expected cpu, got cuda:0".
-enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
+/// Device kinds. Each kind is served by one runtime::DeviceBackend
+/// (kiln/runtime/DeviceBackend.h); a kind without a registered backend is a
+/// name only, so errors can say "expected cpu, got cuda:0".
+/// PrivateUse1 is PyTorch's slot for an out-of-tree backend: a program (or a
+/// test) registers its own DeviceBackend for it.
+enum class DeviceType : int8_t { CPU = 0, CUDA = 1, PrivateUse1 = 2 };
 
 /// A device: type plus index (always 0 for CPU). Mirrors torch::Device.
 struct Device {
@@ -20,12 +23,16 @@ struct Device {
 
   bool is_cpu() const { return type == DeviceType::CPU; }
   bool is_cuda() const { return type == DeviceType::CUDA; }
+  bool is_privateuse1() const { return type == DeviceType::PrivateUse1; }
   bool operator==(const Device &o) const { return type == o.type && index == o.index; }
   bool operator!=(const Device &o) const { return !(*this == o); }
-  /// "cpu" or "cuda:N".
+  /// "cpu", "cuda:N" or "privateuse1:N".
   std::string str() const;
 };
 
 constexpr Device kCPU{DeviceType::CPU, 0};
+
+/// "cpu", "cuda", "privateuse1".
+const char *device_type_name(DeviceType type);
 
 }  // namespace kiln

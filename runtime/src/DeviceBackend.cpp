@@ -1,0 +1,43 @@
+// The backend registry (DeviceBackend.h).
+#include "kiln/runtime/DeviceBackend.h"
+
+#include <array>
+#include <mutex>
+
+namespace kiln::runtime {
+namespace {
+
+constexpr size_t kNumDeviceTypes = 3;
+
+struct Registry {
+  std::mutex mu;
+  std::array<std::shared_ptr<DeviceBackend>, kNumDeviceTypes> backends;
+};
+
+Registry &registry() {
+  static Registry *r = [] {
+    auto *reg = new Registry; // never destroyed: backends outlive static destructors
+    reg->backends[static_cast<size_t>(DeviceType::CPU)] = cpu_backend();
+    return reg;
+  }();
+  return *r;
+}
+
+} // namespace
+
+DeviceBackend *find_backend(DeviceType type) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.backends[static_cast<size_t>(type)].get();
+}
+
+std::shared_ptr<DeviceBackend> register_backend(std::shared_ptr<DeviceBackend> backend) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto &slot = r.backends[static_cast<size_t>(backend->type())];
+  std::shared_ptr<DeviceBackend> previous = std::move(slot);
+  slot = std::move(backend);
+  return previous;
+}
+
+} // namespace kiln::runtime
