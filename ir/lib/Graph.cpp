@@ -5,56 +5,10 @@ namespace kiln::ir {
 
 const char *toString(OpKind kind) {
   switch (kind) {
-  case OpKind::Add:
-    return "Add";
-  case OpKind::Sub:
-    return "Sub";
-  case OpKind::Mul:
-    return "Mul";
-  case OpKind::Div:
-    return "Div";
-  case OpKind::Neg:
-    return "Neg";
-  case OpKind::Exp:
-    return "Exp";
-  case OpKind::Log:
-    return "Log";
-  case OpKind::Relu:
-    return "Relu";
-  case OpKind::Sqrt:
-    return "Sqrt";
-  case OpKind::Rsqrt:
-    return "Rsqrt";
-  case OpKind::Tanh:
-    return "Tanh";
-  case OpKind::Abs:
-    return "Abs";
-  case OpKind::Sin:
-    return "Sin";
-  case OpKind::Cos:
-    return "Cos";
-  case OpKind::Pow:
-    return "Pow";
-  case OpKind::Compare:
-    return "Compare";
-  case OpKind::Select:
-    return "Select";
-  case OpKind::Convert:
-    return "Convert";
-  case OpKind::Constant:
-    return "Constant";
-  case OpKind::Matmul:
-    return "Matmul";
-  case OpKind::Transpose:
-    return "Transpose";
-  case OpKind::Broadcast:
-    return "Broadcast";
-  case OpKind::Reshape:
-    return "Reshape";
-  case OpKind::ReduceSum:
-    return "ReduceSum";
-  case OpKind::ReduceMax:
-    return "ReduceMax";
+#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
+  case OpKind::Kind:                                                                                               \
+    return #Kind;
+#include "kiln/ir/Ops.def"
   }
   return "<unknown OpKind>";
 }

@@ -94,23 +94,7 @@ mlir::Location GraphBuilder::nodeLoc(int nodeIndex, const Node &node) {
   return mlir::NameLoc::get(builder_.getStringAttr(name));
 }
 
-static size_t expectedOperandCount(OpKind kind) {
-  switch (kind) {
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Compare:
-  case OpKind::Matmul:
-    return 2;
-  case OpKind::Select:
-    return 3;
-  case OpKind::Constant:
-    return 0;
-  default:
-    return 1;
-  }
-}
+static size_t expectedOperandCount(OpKind kind) { return static_cast<size_t>(opNumOperands(kind)); }
 
 static ComparePredicate toComparePredicate(Predicate predicate) {
   switch (predicate) {
@@ -156,65 +140,20 @@ bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
     return builder_.create<OpT>(loc, types, operands, attrs)->getResult(0);
   };
   switch (node.kind) {
-  case OpKind::Add:
-    result = create(AddOp());
+    // The Generic rows of Ops.def: the op class from operands and result type.
+#define KILN_OP_BUILD_Generic(Kind, OpClass)                                                                       \
+  case OpKind::Kind:                                                                                               \
+    result = create(OpClass());                                                                                    \
     break;
-  case OpKind::Sub:
-    result = create(SubOp());
-    break;
-  case OpKind::Mul:
-    result = create(MulOp());
-    break;
-  case OpKind::Div:
-    result = create(DivOp());
-    break;
-  case OpKind::Neg:
-    result = create(NegOp());
-    break;
-  case OpKind::Exp:
-    result = create(ExpOp());
-    break;
-  case OpKind::Log:
-    result = create(LogOp());
-    break;
-  case OpKind::Relu:
-    result = create(ReluOp());
-    break;
-  case OpKind::Sqrt:
-    result = create(SqrtOp());
-    break;
-  case OpKind::Rsqrt:
-    result = create(RsqrtOp());
-    break;
-  case OpKind::Tanh:
-    result = create(TanhOp());
-    break;
-  case OpKind::Abs:
-    result = create(AbsOp());
-    break;
-  case OpKind::Sin:
-    result = create(SinOp());
-    break;
-  case OpKind::Cos:
-    result = create(CosOp());
-    break;
+#define KILN_OP_BUILD_Custom(Kind, OpClass)
+#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
+  KILN_OP_BUILD_##build(Kind, OpClass)
+#include "kiln/ir/Ops.def"
+#undef KILN_OP_BUILD_Generic
+#undef KILN_OP_BUILD_Custom
+    // The Custom rows: ops with attributes.
   case OpKind::Pow:
     result = create(PowOp(), {builder_.getNamedAttr("exponent", builder_.getF64FloatAttr(node.scalar))});
-    break;
-  case OpKind::Select:
-    result = create(SelectOp());
-    break;
-  case OpKind::Convert:
-    result = create(ConvertOp());
-    break;
-  case OpKind::Matmul: // rank 2, or rank 3 (batched): the verifier checks the shapes
-    result = create(MatmulOp());
-    break;
-  case OpKind::Broadcast:
-    result = create(BroadcastOp());
-    break;
-  case OpKind::Reshape:
-    result = create(ReshapeOp());
     break;
   case OpKind::Compare:
     result = create(

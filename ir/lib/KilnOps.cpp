@@ -9,6 +9,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <optional>
 
 #include "kiln/ir/KilnEnums.cpp.inc"
 
@@ -38,18 +39,25 @@ static RankedTensorType tensorTypeOf(mlir::Value value) { return mlir::cast<Rank
 // Op classification
 //===----------------------------------------------------------------------===//
 
-bool isElementwiseOp(mlir::Operation *op) {
-  return mlir::isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, ReluOp, SqrtOp, RsqrtOp, TanhOp, AbsOp, SinOp, CosOp,
-                   PowOp, CompareOp, SelectOp, ConvertOp>(op);
+/// The OpCategory of `op` (Ops.def), or failure for ops not in the table
+/// (kiln.fusion, kiln.yield, other dialects).
+static std::optional<OpCategory> categoryOf(mlir::Operation *op) {
+#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
+  if (mlir::isa<OpClass>(op))                                                                                      \
+    return OpCategory::category;
+#include "kiln/ir/Ops.def"
+  return std::nullopt;
 }
 
-bool isReductionOp(mlir::Operation *op) { return mlir::isa<ReduceSumOp, ReduceMaxOp>(op); }
+bool isElementwiseOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Elementwise; }
+
+bool isReductionOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Reduction; }
 
 bool isFusibleOp(mlir::Operation *op) {
   return mlir::isa<ConstantOp, ReshapeOp, BroadcastOp>(op) || isElementwiseOp(op) || isReductionOp(op);
 }
 
-bool isLayoutOp(mlir::Operation *op) { return mlir::isa<TransposeOp, BroadcastOp, ReshapeOp>(op); }
+bool isLayoutOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Layout; }
 
 //===----------------------------------------------------------------------===//
 // Row fusions

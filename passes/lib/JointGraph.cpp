@@ -4,6 +4,7 @@
 
 #include "kiln/ir/KilnDialect.h"
 #include "kiln/ir/KilnOps.h"
+#include "kiln/ir/OpTable.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -104,17 +105,30 @@ static int64_t numElements(mlir::Value value) {
   return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : 0;
 }
 
+/// The FlopModel of `op`'s row in Ops.def (Free for ops outside the table).
+static ir::FlopModel flopModelOf(mlir::Operation *op) {
+#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
+  if (mlir::isa<ir::OpClass>(op))                                                                                  \
+    return ir::FlopModel::flops;
+#include "kiln/ir/Ops.def"
+  return ir::FlopModel::Free;
+}
+
 int64_t opFlops(mlir::Operation *op) {
-  if (auto matmul = mlir::dyn_cast<ir::MatmulOp>(op)) {
-    auto lhs = mlir::cast<mlir::RankedTensorType>(matmul->getOperand(0).getType());
+  switch (flopModelOf(op)) {
+  case ir::FlopModel::Matmul: {
+    auto lhs = mlir::cast<mlir::RankedTensorType>(op->getOperand(0).getType());
     int64_t k = lhs.getShape().back();
-    return 2 * numElements(matmul->getResult(0)) * k;
+    return 2 * numElements(op->getResult(0)) * k;
   }
-  if (ir::isReductionOp(op))
+  case ir::FlopModel::Operand:
     return numElements(op->getOperand(0));
-  if (ir::isElementwiseOp(op))
+  case ir::FlopModel::Result:
     return numElements(op->getResult(0));
-  return 0; // constants, layout ops (views)
+  case ir::FlopModel::Free:
+    return 0; // constants, layout ops (views)
+  }
+  return 0;
 }
 
 bool isCheapToRecompute(mlir::Operation *op) {

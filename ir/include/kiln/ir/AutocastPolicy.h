@@ -23,23 +23,34 @@ enum class CastPolicy {
   None,            ///< run in whatever dtype the inputs have
 };
 
-/// The policy for `op` (e.g. "linear", "matmul", "softmax", "reduce_sum").
-/// Unknown names get CastPolicy::None.
+/// The policy of a `kiln` dialect op by mnemonic ("matmul", "reduce_sum"):
+/// the autocast column of Ops.def. Unknown names get CastPolicy::None.
+constexpr CastPolicy dialectAutocastPolicy(std::string_view mnemonic) {
+#define KILN_OP(Kind, OpClass, name, operands, category, flops, autocast, build)                                  \
+  if (mnemonic == name) return CastPolicy::autocast;
+#include "kiln/ir/Ops.def"
+  return CastPolicy::None;
+}
+
+/// The policy for `op`: an eager op name ("linear", "softmax", "exp") or a
+/// dialect op mnemonic ("matmul", "reduce_sum"). Eager ops whose name is a
+/// dialect mnemonic (add, exp, matmul, ...) share that op's row of Ops.def;
+/// the lists below hold the eager-only names. Unknown names get
+/// CastPolicy::None.
 constexpr CastPolicy autocastPolicy(std::string_view op) {
   // lower_precision_fp: matrix products and convolutions.
-  for (std::string_view n : {"matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
-                             "conv3d", "scaled_dot_product_attention", "multi_head_attention"})
+  for (std::string_view n : {"mm", "bmm", "addmm", "baddbmm", "linear", "conv1d", "conv2d", "conv3d",
+                             "scaled_dot_product_attention", "multi_head_attention"})
     if (op == n) return CastPolicy::LowerPrecision;
   // fp32: reductions, exponentials, norms and losses.
-  for (std::string_view n : {"softmax", "log_softmax", "layer_norm", "batch_norm", "group_norm", "sum",
-                             "reduce_sum", "mean", "var", "std", "cumsum", "logsumexp", "exp", "log",
-                             "pow", "rsqrt", "sqrt", "norm", "cross_entropy", "nll_loss", "mse_loss",
+  for (std::string_view n : {"softmax", "log_softmax", "layer_norm", "batch_norm", "group_norm", "sum", "mean",
+                             "var", "std", "cumsum", "logsumexp", "norm", "cross_entropy", "nll_loss", "mse_loss",
                              "binary_cross_entropy_with_logits"})
     if (op == n) return CastPolicy::Float32;
   // promote: ops combining several tensors.
-  for (std::string_view n : {"add", "sub", "mul", "div", "where", "select", "cat", "stack", "masked_fill"})
+  for (std::string_view n : {"where", "cat", "stack", "masked_fill"})
     if (op == n) return CastPolicy::Promote;
-  return CastPolicy::None;
+  return dialectAutocastPolicy(op);
 }
 
 }  // namespace kiln::ir

@@ -14,32 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "kiln/ir/OpTable.h"
+
 namespace kiln::ir {
 
 /// Element types a graph value can have. Bool is stored one byte per element.
 enum class ElementType { F32, F16, BF16, I64, Bool, F64, I32 };
-
-/// Operation kinds. Each maps to one `kiln` dialect op (see KilnOps.td).
-enum class OpKind {
-  // elementwise, same-shape operands
-  Add, Sub, Mul, Div, Neg, Exp, Log, Relu,
-  Sqrt, Rsqrt, Tanh, Abs, Sin, Cos,  // unary float math (Abs: any numeric type)
-  Pow,      // x ^ `scalar` (a constant f64 exponent), floats only
-  Compare,  // attr: predicate; result Bool
-  Select,   // select(cond: Bool, a, b)
-  Convert,  // element type cast to the node's result type
-  // creation
-  Constant, // splat of `scalar` with the result shape/type
-  // linear algebra: [M, K] x [K, N] -> [M, N], or batched (rank 3):
-  // [B, M, K] x [B, K, N] -> [B, M, N]
-  Matmul,
-  // layout (views in eager)
-  Transpose, // attr ints: permutation
-  Broadcast, // numpy-style expand to the result shape
-  Reshape,   // result shape, same element count
-  // reductions over `ints` dims; `keepdim` keeps them with size 1
-  ReduceSum, ReduceMax,
-};
 
 /// Comparison predicates for OpKind::Compare (ordered float / signed int).
 enum class Predicate { EQ, NE, LT, LE, GT, GE };

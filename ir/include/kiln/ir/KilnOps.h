@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kiln/ir/KilnDialect.h"
+#include "kiln/ir/OpTable.h"
 #include "kiln/ir/KilnEnums.h.inc"
 
 #define GET_OP_CLASSES
@@ -30,15 +31,16 @@ namespace kiln::ir {
 /// hold only as the row layout ops of a RowSpace (see rowSpaceOf).
 bool isFusibleOp(mlir::Operation *op);
 
-/// True for the elementwise ops (add..relu, sqrt, rsqrt, tanh, abs, sin, cos,
-/// pow, compare, select, convert).
+/// True for the elementwise ops (category Elementwise in Ops.def: add..relu,
+/// sqrt, rsqrt, tanh, abs, sin, cos, pow, compare, select, convert).
 bool isElementwiseOp(mlir::Operation *op);
 
-/// True for kiln.reduce_sum and kiln.reduce_max.
+/// True for the reductions (category Reduction in Ops.def: kiln.reduce_sum,
+/// kiln.reduce_max).
 bool isReductionOp(mlir::Operation *op);
 
-/// True for the layout ops that are views at execution time:
-/// kiln.transpose, kiln.broadcast, kiln.reshape.
+/// True for the layout ops that are views at execution time (category Layout
+/// in Ops.def: kiln.transpose, kiln.broadcast, kiln.reshape).
 bool isLayoutOp(mlir::Operation *op);
 
 /// The loop nest of a **row fusion** (Inductor's persistent reduction): the
