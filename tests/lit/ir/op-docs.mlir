@@ -1,12 +1,11 @@
 // Every kiln op documents itself in ODS (KilnOps.td): a summary, a
-// description and an "Example:" block in its custom assembly. The op count
-// below fails when an op is added or removed: add it to the list with its
-// own CHECK-LABEL and Example.
+// description and an "Example:" block in its custom assembly. The counts are
+// tied to the op table, not written here: the documented ops are the rows of
+// ir/include/kiln/ir/Ops.def plus kiln.fusion and kiln.yield, and each has an
+// Example. The CHECK-LABELs below check the form of each op's entry.
 // RUN: mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | FileCheck %s
-// RUN: mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | grep -c '^### `kiln\.' | FileCheck %s --check-prefix=OPS
-// RUN: mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | grep -c '^Example:$' | FileCheck %s --check-prefix=OPS
-
-// OPS: {{^}}27{{$}}
+// RUN: test $(mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | grep -c '^### `kiln\.') -eq $(( $(grep -c '^KILN_OP(' %kiln_ir_include/kiln/ir/Ops.def) + 2 ))
+// RUN: test $(mlir-tblgen -gen-op-doc -I %kiln_ir_include -I %mlir_include %kiln_ir_include/kiln/ir/KilnOps.td | grep -c '^Example:$') -eq $(( $(grep -c '^KILN_OP(' %kiln_ir_include/kiln/ir/Ops.def) + 2 ))
 
 // CHECK-LABEL: ### `kiln.abs`
 // CHECK-EMPTY:
