@@ -3,6 +3,7 @@
 // Pure header, no MLIR types: frontend code includes it (through Graph.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::ir {
@@ -40,46 +41,27 @@ enum class FlopModel {
   Free,    ///< views and constants
 };
 
-/// The dialect op's name without "kiln." ("add", "reduce_sum").
-constexpr const char *opMnemonic(OpKind kind) {
-  switch (kind) {
-#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
-  case OpKind::Kind:                                                                                               \
-    return mnemonic;
-#include "kiln/ir/Ops.def"
-  }
-  return "?";
-}
+/// One row of Ops.def (the columns other layers read by OpKind).
+struct OpInfo {
+  const char *mnemonic; ///< the dialect op's name without "kiln." ("add", "reduce_sum")
+  int operands;         ///< operand count of a traced node
+  OpCategory category;
+  FlopModel flops;
+};
 
-/// Operand count of a traced node of `kind`.
-constexpr int opNumOperands(OpKind kind) {
-  switch (kind) {
+/// The rows of Ops.def, indexed by OpKind.
+inline constexpr OpInfo kOpTable[] = {
 #define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
-  case OpKind::Kind:                                                                                               \
-    return operands;
+  {mnemonic, operands, OpCategory::category, FlopModel::flops},
 #include "kiln/ir/Ops.def"
-  }
-  return -1;
-}
+};
 
-constexpr OpCategory opCategory(OpKind kind) {
-  switch (kind) {
-#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
-  case OpKind::Kind:                                                                                               \
-    return OpCategory::category;
-#include "kiln/ir/Ops.def"
-  }
-  return OpCategory::Creation;
-}
+static_assert(sizeof(kOpTable) / sizeof(OpInfo) == static_cast<size_t>(kNumOpKinds));
 
-constexpr FlopModel opFlopModel(OpKind kind) {
-  switch (kind) {
-#define KILN_OP(Kind, OpClass, mnemonic, operands, category, flops, autocast, build)                              \
-  case OpKind::Kind:                                                                                               \
-    return FlopModel::flops;
-#include "kiln/ir/Ops.def"
-  }
-  return FlopModel::Free;
-}
+constexpr const OpInfo &opInfo(OpKind kind) { return kOpTable[static_cast<int>(kind)]; }
+constexpr const char *opMnemonic(OpKind kind) { return opInfo(kind).mnemonic; }
+constexpr int opNumOperands(OpKind kind) { return opInfo(kind).operands; }
+constexpr OpCategory opCategory(OpKind kind) { return opInfo(kind).category; }
+constexpr FlopModel opFlopModel(OpKind kind) { return opInfo(kind).flops; }
 
 } // namespace kiln::ir
