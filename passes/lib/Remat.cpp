@@ -24,6 +24,7 @@
 
 #include "kiln/ir/KilnOps.h"
 #include "kiln/passes/Passes.h"
+#include "kiln/runtime/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -39,6 +40,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -209,168 +211,108 @@ static bool isElementwiseFusion(mlir::Operation *op) {
   return true;
 }
 
-/// How the CPU runtime's memory plan holds a buffer of @forward/@backward
-/// (runtime/include/kiln/runtime/LaunchExecutable.h): an intermediate takes
-/// arena space while live; a result (allocated when the run starts) lends
-/// its memory to intermediates until it is written; a donated argument (a
-/// saved activation in @backward) lends its memory after its last read.
-enum class Holding { None, Intermediate, LentUntilWritten, LentAfterLastRead };
-
-/// The arena `func` needs, replayed in program order: each intermediate, when
-/// its op runs, goes into the best-fitting memory lent for its whole live
-/// range, else into the arena; the arena's bytes are the most in it at
-/// once (the runtime plans the same pools, greedily by size). A buffer is an
-/// argument or the result of an op that is not a layout op (layout ops
-/// make views); `classify(buffer, returnIndex)` gives its Holding
-/// (`returnIndex`: the first func.return operand that is it or a view of
-/// it, -1 if none). An elementwise fusion writes each result, in order,
-/// over the first operand of its type whose buffer (directly or through
-/// reshapes) dies there, as codegen pairs them and the runtime plans it.
-template <class Classify> int64_t replayArena(mlir::func::FuncOp func, Classify classify) {
-  mlir::Block &body = func.getBody().front();
-  // The buffer a value lives in: a layout op's result is a view of its
-  // operand's (`strided`: through a transpose or broadcast, so not
-  // row-major), an in-place result lives in the operand it overwrote.
-  llvm::DenseMap<mlir::Value, mlir::Value> bufferOf;
-  llvm::DenseSet<mlir::Value> strided;
-  auto buffer = [&](mlir::Value value) {
-    for (auto found = bufferOf.find(value); found != bufferOf.end(); found = bufferOf.find(value))
-      value = found->second;
-    return value;
+/// The in-place candidates of an elementwise fusion, as codegen pairs them
+/// (inPlacePairs, codegen/cpu/EmitKernel.cpp): each result, in order, over
+/// the first untaken operand of its type that is row-major (`strided`:
+/// through a transpose or broadcast), whose memory (`rootOf`) is an op's
+/// result or a donatable argument, read by no other operand and by nothing
+/// after this op (`lastUse`, the return counted). The planner then takes
+/// the launch's pairs only if every one is safe in its plan.
+static std::vector<runtime::InPlace>
+inPlaceCandidates(mlir::Operation &op, int index, const llvm::DenseSet<mlir::Value> &strided,
+                  const std::function<mlir::Value(mlir::Value)> &rootOf,
+                  const llvm::DenseMap<mlir::Value, int> &lastUse,
+                  const std::function<bool(mlir::BlockArgument)> &donatable) {
+  std::vector<runtime::InPlace> pairs;
+  if (!isElementwiseFusion(&op))
+    return pairs;
+  auto dies = [&](mlir::Value operand) {
+    mlir::Value root = rootOf(operand);
+    if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(root); argument && !donatable(argument))
+      return false;
+    if (strided.contains(operand) || lastUse.lookup(root) != index)
+      return false;
+    return llvm::count_if(op.getOperands(), [&](mlir::Value other) { return rootOf(other) == root; }) == 1;
   };
-  llvm::DenseMap<mlir::Value, int> lastUse, returnIndex;
+  llvm::SmallVector<bool> taken(op.getNumOperands(), false);
+  for (auto [r, result] : llvm::enumerate(op.getResults()))
+    for (auto [k, operand] : llvm::enumerate(op.getOperands()))
+      if (!taken[k] && operand.getType() == result.getType() && dies(operand)) {
+        taken[k] = true;
+        pairs.push_back({static_cast<int>(k), static_cast<int>(r)});
+        break;
+      }
+  return pairs;
+}
+
+/// The arena `func` needs under the runtime's memory plan: `func` as a
+/// planner problem (runtime/include/kiln/runtime/MemoryPlan.h) -- arguments
+/// are inputs (`donatable`: a saved activation of @backward, lent after its
+/// last read), each op one launch, a layout op's result a view of its
+/// operand (row-major through reshapes only), every other result a fresh
+/// slot; func.return's operands the outputs -- planned by plan_memory, the
+/// function LaunchExecutable::Builder::finish calls. Returns the donating
+/// plan's arena (@backward runs donating; without donatable arguments it is
+/// the plain plan's).
+static int64_t replayArena(mlir::func::FuncOp func, const std::function<bool(mlir::BlockArgument)> &donatable) {
+  mlir::Block &body = func.getBody().front();
+  runtime::PlanProblem problem;
+  llvm::DenseMap<mlir::Value, int> slotOf;
+  llvm::DenseSet<mlir::Value> strided;
+  auto rootOf = [&](mlir::Value value) {
+    int s = slotOf.lookup(value);
+    while (problem.slots[s].base >= 0)
+      s = problem.slots[s].base;
+    return s;
+  };
+  std::vector<mlir::Value> valueOf; // slot -> value
+  auto addSlot = [&](mlir::Value value, runtime::PlanSlot slot) {
+    slotOf[value] = static_cast<int>(problem.slots.size());
+    problem.slots.push_back(slot);
+    valueOf.push_back(value);
+  };
+  for (mlir::BlockArgument argument : body.getArguments())
+    addSlot(argument, runtime::PlanSlot::input(valueBytes(argument), donatable(argument)));
+  // Last use of each memory root, for the in-place candidates.
+  llvm::DenseMap<mlir::Value, int> lastUse;
+  auto rootValue = [&](mlir::Value value) { return valueOf[rootOf(value)]; };
   int index = 0;
   for (mlir::Operation &op : body) {
-    for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
-      lastUse[buffer(operand)] = index;
-      if (mlir::isa<mlir::func::ReturnOp>(op))
-        returnIndex.try_emplace(buffer(operand), static_cast<int>(i));
+    if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
+      for (mlir::Value v : ret.getOperands()) {
+        problem.outputs.push_back(slotOf.lookup(v));
+        lastUse[rootValue(v)] = index;
+      }
+      break;
     }
+    for (mlir::Value v : op.getOperands())
+      lastUse[rootValue(v)] = index;
     if (ir::isLayoutOp(&op)) {
-      bufferOf[op.getResult(0)] = buffer(op.getOperand(0));
-      if (!mlir::isa<ir::ReshapeOp>(op) || strided.contains(op.getOperand(0)))
-        strided.insert(op.getResult(0));
-    }
-    ++index;
-  }
-  llvm::DenseMap<mlir::Value, Holding> holding;
-  auto holdingOf = [&](mlir::Value b) {
-    auto [it, inserted] = holding.try_emplace(b, Holding::None);
-    if (inserted) {
-      auto found = returnIndex.find(b);
-      it->second = classify(b, found == returnIndex.end() ? -1 : found->second);
-    }
-    return it->second;
-  };
-  auto lastUseOf = [&](mlir::Value b, int at) {
-    auto found = lastUse.find(b);
-    return found == lastUse.end() ? at : found->second;
-  };
-  // In place, decided first (the runtime merges an in-place result with its
-  // operand before placing them): `endAt[b]`, the op after which buffer b's
-  // memory is free (an intermediate) or lent (a saved argument).
-  llvm::DenseMap<mlir::Value, int> endAt;
-  llvm::DenseSet<mlir::Value> inPlace; // results written over an operand
-  for (mlir::BlockArgument argument : body.getArguments())
-    if (holdingOf(argument) == Holding::LentAfterLastRead)
-      endAt[argument] = lastUseOf(argument, 0);
-  index = 0;
-  for (mlir::Operation &op : body) {
-    // Each result, in order, over the first operand of its type whose
-    // row-major buffer dies here and is not read by another operand.
-    llvm::DenseMap<mlir::Value, mlir::Value> over; // result -> buffer it is written over
-    if (isElementwiseFusion(&op)) {
-      llvm::DenseSet<mlir::Value> taken;
-      for (mlir::Value r : op.getResults())
-        for (mlir::Value operand : op.getOperands()) {
-          mlir::Value b = buffer(operand);
-          auto ends = endAt.find(b);
-          if (operand.getType() != r.getType() || strided.contains(operand) || ends == endAt.end() ||
-              ends->second != index || taken.contains(b) || holdingOf(r) != Holding::Intermediate ||
-              llvm::count_if(op.getOperands(), [&](mlir::Value other) { return buffer(other) == b; }) != 1)
-            continue;
-          taken.insert(b);
-          over[r] = b;
-          break;
-        }
-    }
-    if (!ir::isLayoutOp(&op))
-      for (mlir::Value r : op.getResults()) {
-        if (mlir::Value b = over.lookup(r)) {
-          endAt[b] = lastUseOf(r, index);
-          bufferOf[r] = b;
-          inPlace.insert(r);
-        } else if (holdingOf(r) == Holding::Intermediate) {
-          endAt[r] = lastUseOf(r, index);
-        }
-      }
-    ++index;
-  }
-
-  // Memory lent to intermediates: per lending buffer, its free bytes and
-  // the op before which they must be given back (INT_MAX: never).
-  struct Pool {
-    int64_t free;
-    int deadline;
-    bool open;
-  };
-  llvm::MapVector<mlir::Value, Pool> pools;
-  llvm::DenseMap<mlir::Value, mlir::Value> placedIn; // intermediate -> pool (absent: the arena)
-  int64_t inArena = 0, arena = 0;
-  std::vector<std::vector<mlir::Value>> endsAfter(index + 1);
-  for (auto [b, at] : endAt)
-    endsAfter[at].push_back(b);
-  for (mlir::BlockArgument argument : body.getArguments())
-    if (holdingOf(argument) == Holding::LentAfterLastRead)
-      pools.insert({argument, Pool{valueBytes(argument), std::numeric_limits<int>::max(), false}});
-  index = 0;
-  for (mlir::Operation &op : body) {
-    if (!ir::isLayoutOp(&op))
-      for (mlir::Value r : op.getResults())
-        if (holdingOf(r) == Holding::LentUntilWritten)
-          pools.insert({r, Pool{valueBytes(r), index, true}});
-    ++index;
-  }
-  // Best fit among the open pools lent until after `end`, else the arena.
-  auto place = [&](mlir::Value b, int end) {
-    const int64_t bytes = valueBytes(b);
-    Pool *best = nullptr;
-    mlir::Value owner;
-    for (auto &[lender, pool] : pools)
-      if (pool.open && pool.free >= bytes && pool.deadline > end && (!best || pool.free < best->free)) {
-        best = &pool;
-        owner = lender;
-      }
-    if (best) {
-      best->free -= bytes;
-      placedIn[b] = owner;
+      mlir::Value in = op.getOperand(0), out = op.getResult(0);
+      if (!mlir::isa<ir::ReshapeOp>(op) || strided.contains(in))
+        strided.insert(out);
+      addSlot(out, runtime::PlanSlot::view(valueBytes(out), index, slotOf.lookup(in), !strided.contains(out)));
     } else {
-      inArena += bytes;
-      arena = std::max(arena, inArena);
-    }
-  };
-  index = 0;
-  for (mlir::Operation &op : body) {
-    if (!ir::isLayoutOp(&op))
-      for (mlir::Value r : op.getResults()) {
-        if (inPlace.contains(r))
-          continue; // in its operand's memory
-        if (holdingOf(r) == Holding::Intermediate)
-          place(r, endAt.lookup(r));
-        else if (holdingOf(r) == Holding::LentUntilWritten)
-          pools.find(r)->second.open = false;
-      }
-    for (mlir::Value b : endsAfter[index]) {
-      if (holdingOf(b) == Holding::LentAfterLastRead)
-        pools.find(b)->second.open = true;
-      else if (auto in = placedIn.find(b); in != placedIn.end())
-        pools.find(in->second)->second.free += valueBytes(b);
-      else
-        inArena -= valueBytes(b);
+      for (mlir::Value r : op.getResults())
+        addSlot(r, runtime::PlanSlot::produced(valueBytes(r), index));
     }
     ++index;
   }
-  return arena;
+  // Launches, with the in-place candidates (lastUse is complete now).
+  index = 0;
+  for (mlir::Operation &op : body) {
+    if (mlir::isa<mlir::func::ReturnOp>(op))
+      break;
+    runtime::PlanLaunch launch;
+    for (mlir::Value v : op.getOperands())
+      launch.operands.push_back(slotOf.lookup(v));
+    for (mlir::Value r : op.getResults())
+      launch.results.push_back(slotOf.lookup(r));
+    launch.in_place = inPlaceCandidates(op, index, strided, rootValue, lastUse, donatable);
+    problem.launches.push_back(std::move(launch));
+    ++index;
+  }
+  return runtime::plan_memory(problem).donating_arena_bytes;
 }
 
 class Rematerializer {
@@ -536,10 +478,10 @@ Cut Rematerializer::solve(const OpSet &banned) const {
 /// Peak activation bytes of a training step under `cut`: the saved bytes
 /// (held from the start of @forward, whose results are allocated when it
 /// starts, to the end of @backward) plus the larger of the two arenas
-/// (replayArena), as the CPU runtime's memory plans lay them out. Estimated
+/// (replayArena: the runtime's memory planner on each function). Estimated
 /// on a copy of the module that kiln-partition (following the cut's
 /// kiln.saved marks) and kiln-fuse turn into @forward and @backward as the
-/// pipeline will; packing is taken as gap-free. -1 if the copy does not
+/// pipeline will. -1 if the copy does not
 /// partition.
 Estimate Rematerializer::estimate(const Cut &cut) const {
   std::vector<const void *> key;
@@ -573,21 +515,13 @@ Estimate Rematerializer::replayCut(const Cut &cut) const {
   if (!forward || !backward)
     return {};
 
-  // @forward: its results (outputs and saved values) are lent until
-  // written; @backward: its saved arguments after their last read, its
-  // results (gradients) until written.
-  const int64_t forwardArena = replayArena(forward, [&](mlir::Value buffer, int returned) {
-    if (mlir::isa<mlir::BlockArgument>(buffer))
-      return Holding::None;
-    return returned < 0 ? Holding::Intermediate : Holding::LentUntilWritten;
-  });
-  const int64_t backwardArena = replayArena(backward, [&](mlir::Value buffer, int returned) {
-    if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(buffer)) {
-      auto role = backward.getArgAttrOfType<mlir::StringAttr>(argument.getArgNumber(), "kiln.role");
-      // A saved argument that is also returned is not donated.
-      return role && role.getValue() == "saved" && returned < 0 ? Holding::LentAfterLastRead : Holding::None;
-    }
-    return returned < 0 ? Holding::Intermediate : Holding::LentUntilWritten;
+  // Results lend their memory until written (the planner's pools);
+  // @backward's saved arguments are donated (run_donating) after their last
+  // read; @forward donates nothing.
+  const int64_t forwardArena = replayArena(forward, [](mlir::BlockArgument) { return false; });
+  const int64_t backwardArena = replayArena(backward, [&](mlir::BlockArgument argument) {
+    auto role = backward.getArgAttrOfType<mlir::StringAttr>(argument.getArgNumber(), "kiln.role");
+    return role && role.getValue() == "saved";
   });
   // Time, in matmul-FLOP equivalents: GEMM FLOPs, and each kernel's bytes
   // read and written at kFlopsPerKernelByte.

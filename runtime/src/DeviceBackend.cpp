@@ -40,4 +40,12 @@ std::shared_ptr<DeviceBackend> register_backend(std::shared_ptr<DeviceBackend> b
   return previous;
 }
 
+std::shared_ptr<DeviceBackend> unregister_backend(DeviceType type) {
+  if (type == DeviceType::CPU)
+    return nullptr;
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return std::move(r.backends[static_cast<size_t>(type)]);
+}
+
 } // namespace kiln::runtime

@@ -3,10 +3,7 @@
 #include "LaunchInternal.h"
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
 #include <sstream>
-
 
 namespace kiln::runtime {
 
@@ -44,10 +41,6 @@ const char *detail::kind_name(LaunchKind k) {
 
 namespace {
 
-constexpr int64_t kArenaAlignment = 64;
-
-int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
-
 const char *storage_name(SlotStorage s) {
   switch (s) {
   case SlotStorage::Input:
@@ -62,87 +55,6 @@ const char *storage_name(SlotStorage s) {
     return "constant";
   }
   return "?";
-}
-
-/// Memory lent to intermediates: slot `owner`'s buffer of `capacity` bytes,
-/// free for slots whose live range lies inside launches [begin, end].
-struct Pool {
-  int owner;
-  int64_t capacity;
-  int begin, end;
-};
-
-/// Assigns `slots` (sorted biggest first) to pools or the arena (see the
-/// header: greedy by size, best fit) and returns the arena's bytes.
-/// `preplaced`: slots already at offset 0 of pool i (slot, i), outside the
-/// pool's window (a result written over a donated input at its last read).
-int64_t place_slots(std::vector<SlotPlan> &plans, const std::vector<int> &slots, const std::vector<Pool> &pools,
-                    const std::vector<std::pair<int, int>> &preplaced = {}) {
-  auto aligned = [](int64_t n) { return align_up(std::max<int64_t>(n, 1), kArenaAlignment); };
-  // Placed slots per memory: index 0 the arena, 1 + i pool i.
-  std::vector<std::vector<int>> placed(pools.size() + 1);
-  for (auto [slot, pool] : preplaced) {
-    plans[slot].pool = pools[pool].owner;
-    plans[slot].arena_offset = 0;
-    placed[pool + 1].push_back(slot);
-  }
-  int64_t arena = 0;
-  // The smallest gap of `memory` (capacity `limit`, or unbounded) holding
-  // slot p, among placed slots overlapping p in time: {offset, gap} or {-1, _}.
-  auto best_fit = [&](const SlotPlan &p, const std::vector<int> &in, int64_t limit) {
-    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-    for (int q : in) {
-      const SlotPlan &o = plans[q];
-      if (o.def <= p.last_use && p.def <= o.last_use)
-        busy.emplace_back(o.arena_offset, o.arena_offset + aligned(o.nbytes));
-    }
-    std::sort(busy.begin(), busy.end());
-    const int64_t need = aligned(p.nbytes);
-    int64_t best = -1, best_gap = std::numeric_limits<int64_t>::max(), prev_end = 0;
-    auto consider = [&](int64_t begin) {
-      int64_t gap = begin - prev_end;
-      // The last slot in a pool needs only its own bytes (the pool's buffer
-      // is not padded).
-      bool fits = gap >= need || (limit >= 0 && begin == limit && gap >= p.nbytes);
-      if (fits && gap < best_gap) {
-        best = prev_end;
-        best_gap = gap;
-      }
-    };
-    for (auto [begin, end] : busy) {
-      consider(begin);
-      prev_end = std::max(prev_end, end);
-    }
-    if (limit >= 0)
-      consider(limit);
-    else if (best < 0)
-      best = prev_end, best_gap = std::numeric_limits<int64_t>::max();
-    return std::make_pair(best, best_gap);
-  };
-  for (int s : slots) {
-    SlotPlan &p = plans[s];
-    int where = -1;
-    int64_t offset = -1, gap = std::numeric_limits<int64_t>::max();
-    for (size_t i = 0; i < pools.size(); ++i) {
-      const Pool &pool = pools[i];
-      if (p.def < pool.begin || p.last_use > pool.end || p.nbytes > pool.capacity)
-        continue;
-      auto [o, g] = best_fit(p, placed[i + 1], pool.capacity);
-      if (o >= 0 && g < gap) {
-        where = static_cast<int>(i);
-        offset = o;
-        gap = g;
-      }
-    }
-    if (where < 0) {
-      offset = best_fit(p, placed[0], -1).first;
-      arena = std::max(arena, offset + aligned(p.nbytes));
-    }
-    p.pool = where < 0 ? -1 : pools[where].owner;
-    p.arena_offset = offset;
-    placed[where + 1].push_back(s);
-  }
-  return arena;
 }
 
 } // namespace
@@ -250,15 +162,15 @@ int LaunchExecutable::Builder::addInput(std::vector<int64_t> sizes, DType dtype,
   return slot;
 }
 
-std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
-                                                      std::vector<SlotType> results,
-                                                      const std::vector<std::vector<int64_t>> &operand_strides,
-                                                      bool split_rows, std::vector<InPlace> in_place) {
+bool LaunchExecutable::Builder::checkKernel(const std::string &name, const KernelHandle &kernel,
+                                            const std::vector<int> &operands, size_t num_results,
+                                            const std::vector<std::vector<int64_t>> &operand_strides,
+                                            const std::vector<InPlace> &in_place) {
   for (int o : operands)
     if (!checkSlot(o, name.c_str()))
-      return {};
+      return false;
   if (!error_.empty())
-    return {};
+    return false;
   for (size_t i = 0; i < operand_strides.size() && i < operands.size(); ++i) {
     const int slot = operands[i];
     const std::vector<int64_t> &want = operand_strides[i], &have = static_strides_[slot];
@@ -266,48 +178,66 @@ std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKe
     bool same = strides_known_[slot] && want.size() == sizes.size() && have.size() == sizes.size();
     for (size_t d = 0; same && d < sizes.size(); ++d)
       same = sizes[d] <= 1 || want[d] < 0 || want[d] == have[d];
-    if (!same) {
-      fail("kernel " + name + ": operand " + std::to_string(i) + " has strides " + join(have) +
-           " but the kernel was compiled for " + join(want));
-      return {};
-    }
+    if (!same)
+      return fail("kernel " + name + ": operand " + std::to_string(i) + " has strides " + join(have) +
+                  " but the kernel was compiled for " + join(want));
   }
-  if (!fn) {
-    fail("kernel " + name + ": null function");
-    return {};
-  }
-  auto launch = std::make_shared<Launch>();
-  launch->kind = LaunchKind::Kernel;
-  launch->name = name;
-  launch->fn = fn;
-  launch->split_rows = split_rows;
+  if (!kernel)
+    return fail("kernel " + name + ": null function");
   for (const InPlace &pair : in_place) {
     bool repeated = false;
     for (const InPlace &other : in_place)
       repeated |= &other != &pair && (other.operand == pair.operand || other.result == pair.result);
     if (pair.operand < 0 || pair.operand >= static_cast<int>(operands.size()) || pair.result < 0 ||
-        pair.result >= static_cast<int>(results.size()) || repeated) {
-      fail("kernel " + name + ": in-place pair (operand " + std::to_string(pair.operand) + ", result " +
-           std::to_string(pair.result) + ") is out of range for " + std::to_string(operands.size()) +
-           " operands and " + std::to_string(results.size()) + " results, or repeats one of them");
-      return {};
-    }
+        pair.result >= static_cast<int>(num_results) || repeated)
+      return fail("kernel " + name + ": in-place pair (operand " + std::to_string(pair.operand) + ", result " +
+                  std::to_string(pair.result) + ") is out of range for " + std::to_string(operands.size()) +
+                  " operands and " + std::to_string(num_results) + " results, or repeats one of them");
   }
+  return true;
+}
+
+/// A fresh contiguous result of `launch` (the launch just added).
+int LaunchExecutable::Builder::addProduced(SlotType type, const std::shared_ptr<Launch> &launch) {
+  std::vector<int64_t> strides = contiguous_strides(type.sizes);
+  int slot = addSlot(std::move(type), -1);
+  if (slot < 0)
+    return -1;
+  exe_->plans_[slot].storage = SlotStorage::Arena; // may become Owned in finish()
+  static_strides_[slot] = std::move(strides);
+  strides_known_[slot] = true;
+  launch->results.push_back(slot);
+  return slot;
+}
+
+std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, PackedKernel fn, std::vector<int> operands,
+                                                      std::vector<SlotType> results,
+                                                      const std::vector<std::vector<int64_t>> &operand_strides,
+                                                      bool split_rows, std::vector<InPlace> in_place) {
+  return addKernel(std::move(name), KernelHandle::cpu(fn, split_rows), std::move(operands), std::move(results),
+                   operand_strides, std::move(in_place));
+}
+
+std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, KernelHandle kernel, std::vector<int> operands,
+                                                      std::vector<SlotType> results,
+                                                      const std::vector<std::vector<int64_t>> &operand_strides,
+                                                      std::vector<InPlace> in_place) {
+  if (!checkKernel(name, kernel, operands, results.size(), operand_strides, in_place))
+    return {};
+  auto launch = std::make_shared<Launch>();
+  launch->kind = LaunchKind::Kernel;
+  launch->name = std::move(name);
+  launch->kernel = std::move(kernel);
   launch->in_place = std::move(in_place);
   launch->operands = std::move(operands);
   exe_->launches_.push_back(launch);
-  for (SlotType &t : results) {
-    std::vector<int64_t> strides = contiguous_strides(t.sizes);
-    int slot = addSlot(std::move(t), -1);
-    if (slot < 0)
+  for (SlotType &t : results)
+    if (addProduced(std::move(t), launch) < 0)
       return {};
-    exe_->plans_[slot].storage = SlotStorage::Arena; // may become Owned in finish()
-    static_strides_[slot] = std::move(strides);
-    strides_known_[slot] = true;
-    launch->results.push_back(slot);
-  }
   return launch->results;
 }
+
+void LaunchExecutable::Builder::setDevice(Device device) { exe_->device_ = device; }
 
 int LaunchExecutable::Builder::addGemm(int a, int b) {
   if (!checkSlot(a, "gemm") || !checkSlot(b, "gemm"))
@@ -331,13 +261,7 @@ int LaunchExecutable::Builder::addGemm(int a, int b) {
   launch->name = "gemm";
   launch->operands = {a, b};
   exe_->launches_.push_back(launch);
-  std::vector<int64_t> strides = contiguous_strides(tc.sizes);
-  int slot = addSlot(std::move(tc), -1);
-  exe_->plans_[slot].storage = SlotStorage::Arena;
-  static_strides_[slot] = std::move(strides);
-  strides_known_[slot] = true;
-  launch->results = {slot};
-  return slot;
+  return addProduced(std::move(tc), launch);
 }
 
 int LaunchExecutable::Builder::addTranspose(int base, std::vector<int64_t> perm) {
@@ -463,11 +387,10 @@ int LaunchExecutable::Builder::addConstant(SlotType type, const void *data) {
   int slot = addSlot(std::move(type), -1);
   if (slot < 0)
     return -1;
-  auto buffer = Buffer::make(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
-  std::memcpy(buffer->data(), data, static_cast<size_t>(bytes));
+  const auto *first = static_cast<const unsigned char *>(data);
+  constant_bytes_.emplace_back(slot, std::vector<unsigned char>(first, first + bytes));
   exe_->plans_[slot].storage = SlotStorage::Constant;
   exe_->plans_[slot].def = -1;
-  exe_->constants_.emplace_back(slot, std::move(buffer));
   static_strides_[slot] = std::move(strides);
   strides_known_[slot] = true;
   return slot;
@@ -482,13 +405,7 @@ int LaunchExecutable::Builder::addCopy(int src) {
   launch->name = "copy";
   launch->operands = {src};
   exe_->launches_.push_back(launch);
-  std::vector<int64_t> strides = contiguous_strides(t.sizes);
-  int slot = addSlot(std::move(t), -1);
-  exe_->plans_[slot].storage = SlotStorage::Arena;
-  static_strides_[slot] = std::move(strides);
-  strides_known_[slot] = true;
-  launch->results = {slot};
-  return slot;
+  return addProduced(std::move(t), launch);
 }
 
 void LaunchExecutable::Builder::setOutputs(std::vector<int> slots) {
@@ -500,166 +417,81 @@ void LaunchExecutable::Builder::setOutputs(std::vector<int> slots) {
 
 void LaunchExecutable::Builder::keepAlive(std::shared_ptr<const void> owner) { exe_->keep_alive_ = std::move(owner); }
 
+/// The planner's view of the function: each slot's storage class, bytes,
+/// definition, base and whether its strides are row-major.
+PlanProblem LaunchExecutable::Builder::planProblem() const {
+  const LaunchExecutable &exe = *exe_;
+  PlanProblem problem;
+  for (size_t s = 0; s < exe.types_.size(); ++s) {
+    const SlotPlan &p = exe.plans_[s];
+    PlanSlot slot;
+    slot.storage = p.storage;
+    slot.bytes = nbytes_of(exe.types_[s]);
+    slot.def = p.def;
+    slot.base = p.base;
+    slot.row_major = static_strides_[s] == contiguous_strides(exe.types_[s].sizes);
+    problem.slots.push_back(slot);
+  }
+  for (size_t i = 0; i < exe.inputs_.size(); ++i)
+    problem.slots[exe.inputs_[i]].donatable = exe.donatable_[i];
+  for (const auto &l : exe.launches_)
+    problem.launches.push_back(PlanLaunch{l->operands, l->results, l->in_place});
+  problem.outputs = exe.outputs_;
+  return problem;
+}
+
+/// Copies the constants' host bytes into buffers on the executable's device.
+bool LaunchExecutable::Builder::placeConstants(std::string *error) {
+  LaunchExecutable &exe = *exe_;
+  if (constant_bytes_.empty())
+    return true;
+  DeviceBackend *backend = find_backend(exe.device_.type);
+  if (!backend) {
+    if (error)
+      *error = "no device backend registered for " + exe.device_.str();
+    return false;
+  }
+  for (auto &[slot, bytes] : constant_bytes_) {
+    auto buffer = Buffer::make(std::max<size_t>(bytes.size(), 1), backend->allocator(exe.device_.index));
+    backend->copy(buffer->data(), exe.device_, bytes.data(), kCPU, bytes.size());
+    exe.constants_.emplace_back(slot, std::move(buffer));
+  }
+  constant_bytes_.clear();
+  return true;
+}
+
+/// RunHooks order: each output with the launch that writes its memory (the
+/// first slot of its view chain that is not a view; -1 for inputs and
+/// constants), sorted by launch, then output index.
+void LaunchExecutable::Builder::orderOutputsByReadiness() {
+  LaunchExecutable &exe = *exe_;
+  exe.ready_order_.clear();
+  for (size_t i = 0; i < exe.outputs_.size(); ++i) {
+    int s = exe.outputs_[i];
+    while (exe.plans_[s].storage == SlotStorage::View)
+      s = exe.plans_[s].base;
+    exe.ready_order_.emplace_back(exe.plans_[s].def, static_cast<int>(i));
+  }
+  std::sort(exe.ready_order_.begin(), exe.ready_order_.end());
+}
+
 std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string *error) {
   if (!error_.empty()) {
     if (error)
       *error = error_;
     return nullptr;
   }
+  if (!placeConstants(error))
+    return nullptr;
   LaunchExecutable &exe = *exe_;
-  std::vector<SlotPlan> &plans = exe.plans_;
-  const int num_slots = static_cast<int>(plans.size());
-
-  // Escapes: results and everything they are views of.
-  for (int s : exe.outputs_)
-    for (int v = s; v >= 0 && !plans[v].escapes; v = plans[v].base)
-      plans[v].escapes = true;
-
-  // Liveness: last direct use, then views extend their bases (a view is
-  // created after its base, so one reverse sweep propagates chains).
-  for (int i = 0; i < static_cast<int>(exe.launches_.size()); ++i)
-    for (int o : exe.launches_[i]->operands)
-      plans[o].last_use = std::max(plans[o].last_use, i);
-  for (int s = num_slots - 1; s >= 0; --s) {
-    SlotPlan &p = plans[s];
-    p.last_use = std::max(p.last_use, p.def);
-    if (p.base >= 0)
-      plans[p.base].last_use = std::max(plans[p.base].last_use, p.last_use);
-  }
-
-  // Storage classes and sizes.
-  std::vector<int> arena_slots;
-  for (int s = 0; s < num_slots; ++s) {
-    SlotPlan &p = plans[s];
-    if (p.storage != SlotStorage::Arena)
-      continue;
-    p.nbytes = nbytes_of(exe.types_[s]);
-    if (p.escapes)
-      p.storage = SlotStorage::Owned;
-    else
-      arena_slots.push_back(s);
-  }
-
-  // Pools lent by results: an Owned slot's buffer (allocated when the run
-  // starts) is free before the launch that writes it.
-  std::vector<Pool> pools;
-  for (int s = 0; s < num_slots; ++s)
-    if (plans[s].storage == SlotStorage::Owned && plans[s].nbytes > 0)
-      pools.push_back(Pool{s, plans[s].nbytes, std::numeric_limits<int>::min(), plans[s].def - 1});
-  // The donating plan also has the donatable inputs' buffers after their
-  // last use (not those a result aliases: they outlive the run).
-  std::vector<Pool> donating_pools = pools;
-  std::vector<int> donated_pool(num_slots, -1); // input slot -> its index in donating_pools
-  for (size_t i = 0; i < exe.inputs_.size(); ++i) {
-    const int s = exe.inputs_[i];
-    if (exe.donatable_[i] && !plans[s].escapes && nbytes_of(exe.types_[s]) > 0) {
-      donated_pool[s] = static_cast<int>(donating_pools.size());
-      donating_pools.push_back(Pool{s, nbytes_of(exe.types_[s]), plans[s].last_use + 1, std::numeric_limits<int>::max()});
-    }
-  }
-
-  // In place: a result takes over its operand's memory when the operand
-  // (through row-major views of the same bytes) dies at that launch.
-  // `into[r]`: the slot whose placement result r shares (-1: its own).
-  std::vector<int> into(num_slots, -1), donating_into(num_slots, -1);
-  std::vector<std::pair<int, int>> preplaced; // donating plan: (slot, pool)
-  auto owner = [](const std::vector<int> &into, int s) {
-    while (into[s] >= 0)
-      s = into[s];
-    return s;
-  };
-  auto root_of = [&](int s) { // the slot whose memory a view chain uses
-    while (plans[s].base >= 0)
-      s = plans[s].base;
-    return s;
-  };
-  for (int i = 0; i < static_cast<int>(exe.launches_.size()); ++i) {
-    const Launch &l = *exe.launches_[i];
-    if (l.kind != LaunchKind::Kernel)
-      continue;
-    // All of the launch's pairs or none (the kernel has one branch for
-    // every pair aliased, codegen's kiln-in-place-branch).
-    std::vector<std::pair<int, int>> over; // (result, operand root)
-    for (const InPlace &pair : l.in_place) {
-      const int r = l.results[pair.result];
-      const int64_t bytes = nbytes_of(exe.types_[r]);
-      bool row_major = true;
-      for (int v = l.operands[pair.operand]; row_major && v >= 0; v = plans[v].base)
-        row_major = static_strides_[v] == contiguous_strides(exe.types_[v].sizes) && nbytes_of(exe.types_[v]) == bytes;
-      const int o = root_of(l.operands[pair.operand]);
-      // Another operand of this launch reading the same memory would see it
-      // overwritten.
-      bool shared = false;
-      for (size_t j = 0; j < l.operands.size(); ++j)
-        shared |= root_of(l.operands[j]) == o && static_cast<int>(j) != pair.operand;
-      if (!row_major || shared || plans[r].storage != SlotStorage::Arena || plans[o].last_use != i ||
-          plans[o].escapes || (plans[o].storage != SlotStorage::Arena && plans[o].storage != SlotStorage::Input))
-        break;
-      over.emplace_back(r, o);
-    }
-    if (over.size() != l.in_place.size())
-      continue;
-    // The plain plan writes over arena slots only; the donating plan also
-    // over donated inputs. A plan takes the launch's pairs only if it can
-    // take all of them.
-    const bool plain = std::all_of(over.begin(), over.end(),
-                                   [&](auto p) { return plans[p.second].storage == SlotStorage::Arena; });
-    const bool donating = std::all_of(over.begin(), over.end(), [&](auto p) {
-      return plans[p.second].storage == SlotStorage::Arena || donated_pool[p.second] >= 0;
-    });
-    for (auto [r, o] : over) {
-      if (plain)
-        into[r] = o;
-      if (donating) {
-        if (plans[o].storage == SlotStorage::Arena)
-          donating_into[r] = o;
-        else
-          preplaced.emplace_back(r, donated_pool[o]);
-      }
-    }
-  }
-  // Each shared placement is planned once, for its first slot, over the
-  // union of the live ranges.
-  auto plan_in_place = [&](std::vector<SlotPlan> &plans, const std::vector<int> &into,
-                           const std::vector<std::pair<int, int>> &preplaced, const std::vector<Pool> &pools,
-                           int *count) {
-    std::vector<int> slots;
-    for (int s : arena_slots)
-      if (into[s] < 0)
-        slots.push_back(s);
-    for (int s : arena_slots)
-      if (into[s] >= 0) {
-        SlotPlan &root = plans[owner(into, s)];
-        root.last_use = std::max(root.last_use, plans[s].last_use);
-        ++*count;
-      }
-    std::vector<bool> first(plans.size(), false);
-    for (auto [s, pool] : preplaced) {
-      first[s] = true;
-      ++*count;
-    }
-    slots.erase(std::remove_if(slots.begin(), slots.end(), [&](int s) { return first[s]; }), slots.end());
-    // Greedy by size: biggest first, each into the smallest gap among the
-    // already-placed slots whose live ranges overlap its own, in a pool when
-    // one can hold it, else in the arena.
-    std::stable_sort(slots.begin(), slots.end(), [&](int a, int b) {
-      if (plans[a].nbytes != plans[b].nbytes)
-        return plans[a].nbytes > plans[b].nbytes;
-      return plans[a].def < plans[b].def;
-    });
-    const int64_t arena = place_slots(plans, slots, pools, preplaced);
-    for (int s : arena_slots)
-      if (into[s] >= 0) {
-        const SlotPlan &root = plans[owner(into, s)];
-        plans[s].pool = root.pool;
-        plans[s].arena_offset = root.arena_offset;
-      }
-    return arena;
-  };
-  exe.donating_plans_ = plans;
-  exe.arena_bytes_ = plan_in_place(plans, into, {}, pools, &exe.num_in_place_);
-  exe.donating_arena_bytes_ =
-      plan_in_place(exe.donating_plans_, donating_into, preplaced, donating_pools, &exe.num_in_place_donating_);
+  MemoryPlan plan = plan_memory(planProblem());
+  exe.plans_ = std::move(plan.slots);
+  exe.donating_plans_ = std::move(plan.donating_slots);
+  exe.arena_bytes_ = plan.arena_bytes;
+  exe.donating_arena_bytes_ = plan.donating_arena_bytes;
+  exe.num_in_place_ = plan.num_in_place;
+  exe.num_in_place_donating_ = plan.num_in_place_donating;
+  orderOutputsByReadiness();
 
   std::shared_ptr<LaunchExecutable> out = std::move(exe_);
   exe_.reset(new LaunchExecutable());
@@ -673,7 +505,7 @@ std::shared_ptr<LaunchExecutable> LaunchExecutable::Builder::finish(std::string 
 int LaunchExecutable::num_split_kernels() const {
   int n = 0;
   for (const auto &l : launches_)
-    n += l->kind == LaunchKind::Kernel && l->split_rows;
+    n += l->kind == LaunchKind::Kernel && l->kernel.split_rows;
   return n;
 }
 
@@ -709,7 +541,7 @@ int64_t LaunchExecutable::unplanned_bytes() const {
   int64_t n = 0;
   for (const SlotPlan &p : plans_)
     if (p.storage == SlotStorage::Arena)
-      n += align_up(std::max<int64_t>(p.nbytes, 1), kArenaAlignment);
+      n += arena_slot_bytes(p.nbytes);
   return n;
 }
 
@@ -737,11 +569,11 @@ std::string LaunchExecutable::describe() const {
     const SlotPlan &p = plans_[s];
     os << "%" << s << ": " << slot_type_str(types_[s]) << " " << storage_name(p.storage);
     if (p.storage == SlotStorage::Arena)
-      os << (p.pool >= 0 ? " in %" + std::to_string(p.pool) : std::string()) << " @" << p.arena_offset;
+      os << (p.pool >= 0 ? " in %" + std::to_string(p.pool) : std::string()) << " @" << p.offset;
     const SlotPlan &d = donating_plans_[s];
-    if (d.storage == SlotStorage::Arena && (d.pool != p.pool || d.arena_offset != p.arena_offset))
+    if (d.storage == SlotStorage::Arena && (d.pool != p.pool || d.offset != p.offset))
       os << " (donating: " << (d.pool >= 0 ? "in %" + std::to_string(d.pool) + " " : std::string()) << "@"
-         << d.arena_offset << ")";
+         << d.offset << ")";
     if (p.base >= 0)
       os << " base %" << p.base;
     os << " live [" << p.def << ", " << p.last_use << "]" << (p.escapes ? " escapes" : "") << "\n";

@@ -12,12 +12,11 @@ namespace kiln::runtime {
 
 struct LaunchExecutable::Launch {
   LaunchKind kind = LaunchKind::Kernel;
-  std::string name;          ///< kernel symbol (Kernel only)
-  PackedKernel fn = nullptr; ///< Kernel only
+  std::string name;              ///< kernel symbol (Kernel only)
+  KernelHandle kernel;           ///< Kernel only (split_rows: may run on slices of dim 0)
   std::vector<int> operands;
   std::vector<int> results;
-  std::vector<int64_t> attr; ///< permutation (Transpose) or target sizes
-  bool split_rows = false;   ///< Kernel only: may run on slices of dim 0 (addKernel)
+  std::vector<int64_t> attr;     ///< permutation (Transpose) or target sizes
   std::vector<InPlace> in_place; ///< Kernel only: results that may overwrite an operand (addKernel)
 };
 

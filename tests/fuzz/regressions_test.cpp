@@ -34,7 +34,7 @@ TEST(FuzzHarness, OracleCatchesAWrongResult) {
 
 // ---- regressions found by kiln-fuzz ------------------------------------------------
 
-// runtime/src/Gemm.cpp: oneDNN 2.6 has no bfloat16 matmul primitive for some
+// runtime/src/cpu/Gemm.cpp: oneDNN 2.6 has no bfloat16 matmul primitive for some
 // small shapes with a transposed weight; gemm16 threw ("oneDNN has no matmul
 // for 1 x [2, 3] x [3, 4] bfloat16") instead of falling back to float32 sgemm.
 // forward(x):

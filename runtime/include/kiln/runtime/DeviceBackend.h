@@ -9,14 +9,27 @@
 //
 //   runtime::DeviceBackend *b = runtime::find_backend(DeviceType::CPU);
 //   auto buf = runtime::Buffer::make(1024, b->allocator(0));
+//   runtime::Stream &s = b->default_stream(0);
+//   b->launch(kernel, args, s);       // a KernelHandle from a kernel library
+//   b->gemm(a, w, c, s);
+//   s.synchronize();
+//
+// Work functions (copy_async, copy_to_contiguous, launch, gemm) enqueue on a
+// stream of this backend's device; pointers and views must stay valid until
+// the work has finished (stream order). The CPU backend runs them inline.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "kiln/runtime/Allocator.h"
 #include "kiln/runtime/Device.h"
+#include "kiln/runtime/Event.h"
+#include "kiln/runtime/KernelHandle.h"
+#include "kiln/runtime/Stream.h"
+#include "kiln/runtime/TensorView.h"
 
 namespace kiln::runtime {
 
@@ -38,7 +51,42 @@ public:
   /// `dst_device`; one of the two is this backend's, the other is this
   /// backend's or the CPU. Synchronous: the bytes are at `dst` on return.
   virtual void copy(void *dst, Device dst_device, const void *src, Device src_device, size_t nbytes) = 0;
+
+  // ---- streams and events ----------------------------------------------------
+  /// The stream work goes to when the caller names none (lives as long as
+  /// the backend).
+  virtual Stream &default_stream(int index) = 0;
+  /// A new stream on device `index`.
+  virtual std::unique_ptr<Stream> create_stream(int index) = 0;
+  /// A new, unrecorded event on device `index`.
+  virtual std::unique_ptr<Event> create_event(int index) = 0;
+
+  // ---- work on a stream --------------------------------------------------------
+  /// copy() ordered on `stream` (host<->device, device<->device).
+  virtual void copy_async(void *dst, Device dst_device, const void *src, Device src_device, size_t nbytes,
+                          Stream &stream) = 0;
+  /// Writes the elements of `src` (any non-negative strides, this backend's
+  /// memory) to `dst` contiguous, row-major (numel * itemsize bytes).
+  virtual void copy_to_contiguous(const TensorView &src, void *dst, Stream &stream) = 0;
+  /// Runs `kernel` (from a kernel library of this backend's kind) on `args`.
+  /// CPU: packs one memref descriptor per operand and result and calls
+  /// kernel.packed; a split_rows kernel touching at least
+  /// kCpuSplitMinBytes runs on row blocks over the OpenMP threads.
+  virtual void launch(const KernelHandle &kernel, const KernelArgs &args, Stream &stream) = 0;
+  /// c = a x b: a [M, K] x b [K, N] -> c [M, N], or batched [B, M, K] x
+  /// [B, K, N] -> [B, M, N]; a and b strided views of one dtype (float32,
+  /// float64, bfloat16, float16; batch strides may be 0), c contiguous of
+  /// that dtype. The CPU runs runtime::sgemm_batched (f32), gemm16_batched
+  /// (bf16, f16) or a plain f64 loop. Throws std::exception (the message
+  /// names the failure) when the GEMM library fails.
+  virtual void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &stream) = 0;
 };
+
+/// The CPU backend runs a split_rows kernel on several threads only when its
+/// operands and results together have at least this many bytes (below,
+/// waking the OpenMP threads costs more than the halved loop saves).
+/// Measured on the GPT bench (bench/README.md).
+constexpr int64_t kCpuSplitMinBytes = 256 * 1024;
 
 /// The backend registered for `type`, or null when there is none (a kind
 /// this build or this process does not serve). Thread-safe.
@@ -50,7 +98,12 @@ DeviceBackend *find_backend(DeviceType type);
 /// find_backend() must stay alive while in use (callers keep the shared_ptr).
 std::shared_ptr<DeviceBackend> register_backend(std::shared_ptr<DeviceBackend> backend);
 
-/// The CPU backend: cpu_allocator(), memcpy. Always registered.
+/// Removes the backend registered for `type` (not the CPU's: that one can
+/// only be replaced) and returns it (null if none). Thread-safe.
+std::shared_ptr<DeviceBackend> unregister_backend(DeviceType type);
+
+/// The CPU backend (runtime/src/cpu/): cpu_allocator(), memcpy, inline
+/// streams, OpenMP row-split launches, oneDNN GEMMs. Always registered.
 std::shared_ptr<DeviceBackend> cpu_backend();
 
 }  // namespace kiln::runtime

@@ -16,35 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/runtime/Allocator.h"
-#include "kiln/runtime/DType.h"
+#include "kiln/runtime/KernelHandle.h"
+#include "kiln/runtime/RunHooks.h"
+#include "kiln/runtime/TensorView.h"
 
 namespace kiln::runtime {
-
-/// A strided view of a Buffer: what flows in and out of an Executable.
-/// `offset` and `strides` are in elements.
-struct TensorView {
-  std::shared_ptr<Buffer> buffer;
-  int64_t offset = 0;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-  DType dtype = DType::Float32;
-
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    return n;
-  }
-  void *data() const {
-    return static_cast<char *>(buffer->data()) + offset * static_cast<int64_t>(itemsize(dtype));
-  }
-};
-
-/// A JIT kernel in MLIR's packed calling convention (ExecutionEngine::lookupPacked):
-/// args[i] points at each scalar of the flattened argument list; a memref of
-/// rank r contributes 3 + 2r entries (allocated ptr, aligned ptr, offset,
-/// sizes..., strides...).
-using PackedKernel = void (*)(void **args);
 
 class Executable {
 public:
@@ -54,15 +30,16 @@ public:
   /// a mismatch returns an error via `error` and an empty vector).
   /// Results follow the function's result order; they own (or share) their
   /// memory and may alias inputs (e.g. a transposed parameter).
-  virtual std::vector<TensorView> run(const std::vector<TensorView> &inputs,
-                                      std::string *error = nullptr) const = 0;
+  /// `hooks` (optional) observe the run (RunHooks.h).
+  virtual std::vector<TensorView> run(const std::vector<TensorView> &inputs, std::string *error = nullptr,
+                                      const RunHooks *hooks = nullptr) const = 0;
   /// run() where the caller donates the inputs the executable marked
   /// donatable: `inputs` holds the only reference to their buffers, so the
   /// executable may reuse that memory for intermediates after their last
   /// use. Same results as run(); the default ignores the donation.
-  virtual std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs,
-                                               std::string *error = nullptr) const {
-    return run(inputs, error);
+  virtual std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs, std::string *error = nullptr,
+                                               const RunHooks *hooks = nullptr) const {
+    return run(inputs, error, hooks);
   }
   /// Bytes of the intermediate arena one run allocates (the memory plan).
   virtual int64_t arena_bytes() const = 0;

@@ -1,5 +1,8 @@
-// kiln/runtime/LaunchExecutable.h - the CPU Executable: a list of launches
-// over value slots, with a static memory plan.
+// kiln/runtime/LaunchExecutable.h - the Executable of every backend: a list
+// of launches over value slots, with a static memory plan (MemoryPlan.h).
+// It keeps the slots, views and the plan; kernels, GEMMs and copies go to
+// the DeviceBackend of its device (Builder::setDevice, default the CPU), on
+// that device's default stream.
 //
 // Codegen describes one compiled function with a Builder:
 //
@@ -17,7 +20,7 @@
 // are views of their base (reshape copies at run time only when the base's
 // strides do not allow a view, following PyTorch's view rules).
 //
-// The memory plan (computed by finish()):
+// The memory plan (computed by finish() with plan_memory, MemoryPlan.h):
 //   - liveness: a slot is live from the launch that defines it to the last
 //     launch that reads it or any view of it (a view keeps its base alive);
 //   - slots that escape (function results, and everything a result is a view
@@ -55,17 +58,11 @@
 #include <string>
 #include <vector>
 
+#include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/Executable.h"
+#include "kiln/runtime/MemoryPlan.h"
 
 namespace kiln::runtime {
-
-/// A kernel's in-place pair (Builder::addKernel): result `result` may be
-/// written over operand `operand` (indices into the launch's operand and
-/// result lists).
-struct InPlace {
-  int operand = -1;
-  int result = -1;
-};
 
 /// Static type of a value slot: shape (sizes, elements) and dtype.
 struct SlotType {
@@ -84,30 +81,6 @@ enum class LaunchKind : int8_t {
   Copy,      ///< contiguous copy of any strided view
 };
 
-/// Where a slot's memory comes from in the plan.
-enum class SlotStorage : int8_t {
-  Input, ///< bound to a function input at run time
-  View,  ///< aliases its base slot (no memory of its own)
-  Arena, ///< an offset in the per-run arena
-  Owned, ///< its own Buffer per run (escapes the function)
-  Constant, ///< a buffer built with the executable (Builder::addConstant)
-};
-
-/// The memory plan of one slot (for tests, logs and kiln::explain).
-struct SlotPlan {
-  SlotStorage storage = SlotStorage::Input;
-  int64_t nbytes = 0;        ///< bytes of the slot's own memory (0 for views/inputs)
-  int64_t arena_offset = -1; ///< bytes from the start of its memory: the arena, or `pool`'s buffer (Arena only)
-  /// Arena slots only: -1 = the arena; else the slot whose buffer lends it
-  /// the memory (an Owned result not written yet, or a donated input no
-  /// longer read).
-  int pool = -1;
-  int base = -1;             ///< the slot this one is a view of (-1 if none)
-  int def = -1;              ///< index of the defining launch (-1 for inputs)
-  int last_use = -1;         ///< last launch reading it or a view of it
-  bool escapes = false;      ///< a result, or aliased by a result
-};
-
 class LaunchExecutable final : public Executable {
 public:
   class Builder;
@@ -116,15 +89,18 @@ public:
   /// Builder::addInput (sizes and dtype exactly; any non-negative strides and
   /// offset that stay inside the buffer). On mismatch, returns {} and sets
   /// `*error` (e.g. "input 1: expected float32 [4, 8], got float32 [8, 4]").
-  std::vector<TensorView> run(const std::vector<TensorView> &inputs, std::string *error = nullptr) const override;
+  /// Inputs must live on device(). `hooks` (optional): RunHooks.h; with
+  /// hooks the run synchronizes the stream before returning, as without.
+  std::vector<TensorView> run(const std::vector<TensorView> &inputs, std::string *error = nullptr,
+                              const RunHooks *hooks = nullptr) const override;
   /// run() with the donating plan: the caller gives up the memory of every
   /// input added with `donatable`. Each must be contiguous at offset 0 of a
   /// buffer holding at least its type's bytes, and `inputs` must hold the
   /// only reference to that buffer (use_count 1: a tensor still held
   /// elsewhere is never overwritten); otherwise (checked) the plain plan
   /// runs instead, so the result is the same either way.
-  std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs,
-                                       std::string *error = nullptr) const override;
+  std::vector<TensorView> run_donating(const std::vector<TensorView> &inputs, std::string *error = nullptr,
+                                       const RunHooks *hooks = nullptr) const override;
   /// Bytes of the per-run arena (the sum of the plan's peak, 64-byte aligned).
   int64_t arena_bytes() const override { return arena_bytes_; }
   /// Bytes of the arena under the donating plan (<= arena_bytes()).
@@ -140,11 +116,10 @@ public:
   /// `in_place`): in the plain plan, and in the donating plan.
   int num_in_place() const { return num_in_place_; }
   int num_in_place_donating() const { return num_in_place_donating_; }
-  /// A split_rows kernel runs on several threads only when its operands and
-  /// results together have at least this many bytes (below, waking the
-  /// OpenMP threads costs more than the halved loop saves). Measured on the
-  /// GPT bench (bench/README.md).
-  static constexpr int64_t kSplitMinBytes = 256 * 1024;
+  /// The CPU backend's row-split threshold (kCpuSplitMinBytes, DeviceBackend.h).
+  static constexpr int64_t kSplitMinBytes = kCpuSplitMinBytes;
+  /// The device whose backend runs the launches (Builder::setDevice).
+  Device device() const { return device_; }
 
   /// Bytes of memory owned by escaping slots per run (results).
   int64_t owned_bytes() const;
@@ -160,13 +135,21 @@ public:
   /// A human-readable listing of launches and the plan, one line each.
   std::string describe() const;
 
-  struct Launch; // defined in LaunchExecutable.cpp
+  struct Launch;   // defined in LaunchInternal.h
+  struct RunState; // one run's values and buffers (LaunchRun.cpp)
 
 private:
   LaunchExecutable() = default;
-  bool bindInputs(const std::vector<TensorView> &inputs, std::vector<TensorView> &values, std::string *error) const;
-  std::vector<TensorView> runWith(const std::vector<TensorView> &inputs, const std::vector<SlotPlan> &plans,
-                                  int64_t arena_bytes, std::string *error) const;
+  bool usesDonatingPlan(const std::vector<TensorView> &inputs) const;
+  std::vector<TensorView> runWith(const std::vector<TensorView> &inputs, bool donating, std::string *error,
+                                  const RunHooks *hooks) const;
+  bool bindInputs(const std::vector<TensorView> &inputs, RunState &state, std::string *error) const;
+  void allocatePlanned(RunState &state, int64_t arena_bytes) const;
+  TensorView &materialize(RunState &state, int slot) const;
+  bool runLaunch(const Launch &l, RunState &state, std::string *error) const;
+  void runKernel(const Launch &l, RunState &state) const;
+  void bindView(const Launch &l, RunState &state) const;
+  void reportReady(size_t &next, int launch, const RunHooks *hooks) const;
 
   std::vector<SlotType> types_;
   std::vector<SlotPlan> plans_;
@@ -175,7 +158,9 @@ private:
   std::vector<std::shared_ptr<const Launch>> launches_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
-  std::vector<std::pair<int, std::shared_ptr<Buffer>>> constants_; ///< slot, data
+  std::vector<std::pair<int, std::shared_ptr<Buffer>>> constants_; ///< slot, data (on device_)
+  std::vector<std::pair<int, int>> ready_order_; ///< (launch writing it or -1, output index), sorted (RunHooks)
+  Device device_ = kCPU;
   int64_t arena_bytes_ = 0;
   int64_t donating_arena_bytes_ = 0;
   int num_in_place_ = 0;
@@ -227,6 +212,16 @@ public:
                              std::vector<SlotType> results,
                              const std::vector<std::vector<int64_t>> &operand_strides = {}, bool split_rows = false,
                              std::vector<InPlace> in_place = {});
+  /// The same with a kernel library's handle (its split_rows flag replaces
+  /// the argument above); the device's backend launches it.
+  std::vector<int> addKernel(std::string name, KernelHandle kernel, std::vector<int> operands,
+                             std::vector<SlotType> results,
+                             const std::vector<std::vector<int64_t>> &operand_strides = {},
+                             std::vector<InPlace> in_place = {});
+  /// The device the executable runs on (default: the CPU). Its backend must
+  /// be registered when finish() runs (constants are copied there) and when
+  /// the executable runs.
+  void setDevice(Device device);
   /// Element strides of a slot, as run() will see them (known for every slot).
   const std::vector<int64_t> &strides(int slot) const { return static_strides_.at(slot); }
   /// GEMM: a [M, K], b [K, N] (any strides) -> fresh [M, N]; or
@@ -271,8 +266,16 @@ private:
   int addSlot(SlotType type, int base);
   bool checkSlot(int slot, const char *what);
   bool fail(std::string message);
+  bool checkKernel(const std::string &name, const KernelHandle &kernel, const std::vector<int> &operands,
+                   size_t num_results, const std::vector<std::vector<int64_t>> &operand_strides,
+                   const std::vector<InPlace> &in_place);
+  int addProduced(SlotType type, const std::shared_ptr<Launch> &launch);
+  PlanProblem planProblem() const;
+  bool placeConstants(std::string *error);
+  void orderOutputsByReadiness();
 
   std::shared_ptr<LaunchExecutable> exe_;
+  std::vector<std::pair<int, std::vector<unsigned char>>> constant_bytes_; ///< slot, host bytes (finish copies them)
   std::vector<std::vector<int64_t>> static_strides_; // empty when unknown until run time
   std::vector<bool> strides_known_;
   std::string error_;

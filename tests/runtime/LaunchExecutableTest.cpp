@@ -5,63 +5,14 @@
 
 #include <cstring>
 
+#include "TestKernels.h"
 #include "kiln/runtime/LaunchExecutable.h"
 
 using namespace kiln;
 using namespace kiln::runtime;
+using namespace kiln::runtime::test;
 
-namespace {
-
-/// Reads one rank-1 f32 memref descriptor from packed args starting at `i`.
-struct Memref1 {
-  float *base;
-  int64_t offset, size, stride;
-  float &operator[](int64_t k) const { return base[offset + k * stride]; }
-};
-Memref1 memref1(void **args, int i) {
-  return Memref1{*static_cast<float **>(args[i + 1]), *static_cast<int64_t *>(args[i + 2]),
-                 *static_cast<int64_t *>(args[i + 3]), *static_cast<int64_t *>(args[i + 4])};
-}
-
-/// out[k] = in[k] + 1 (rank-1 memrefs: 5 packed entries each).
-void addOne(void **args) {
-  Memref1 in = memref1(args, 0), out = memref1(args, 5);
-  for (int64_t k = 0; k < in.size; ++k)
-    out[k] = in[k] + 1.0f;
-}
-/// out[k] = in[k] * 2.
-void timesTwo(void **args) {
-  Memref1 in = memref1(args, 0), out = memref1(args, 5);
-  for (int64_t k = 0; k < in.size; ++k)
-    out[k] = in[k] * 2.0f;
-}
-/// out[k] = a[k] + b[k].
-void addTwo(void **args) {
-  Memref1 a = memref1(args, 0), b = memref1(args, 5), out = memref1(args, 10);
-  for (int64_t k = 0; k < a.size; ++k)
-    out[k] = a[k] + b[k];
-}
-
-TensorView makeTensor(std::vector<int64_t> sizes, const std::vector<float> &values) {
-  TensorView v;
-  v.buffer = Buffer::make(values.size() * sizeof(float));
-  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(float));
-  v.sizes = std::move(sizes);
-  v.strides = contiguous_strides(v.sizes);
-  v.dtype = kFloat32;
-  return v;
-}
-
-float at(const TensorView &v, std::vector<int64_t> index) {
-  int64_t off = v.offset;
-  for (size_t d = 0; d < index.size(); ++d)
-    off += index[d] * v.strides[d];
-  return static_cast<const float *>(v.buffer->data())[off];
-}
-
-} // namespace
-
-TEST(codegen_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
+TEST(runtime_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
   const int64_t n = 1000; // 4000 bytes -> 4032 aligned
   LaunchExecutable::Builder b;
   int x = b.addInput({n}, kFloat32);
@@ -88,8 +39,8 @@ TEST(codegen_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
   EXPECT_EQ(plans[d].pool, f);
   EXPECT_EQ(plans[c].pool, -1);
   EXPECT_EQ(plans[e].pool, -1); // read by the launch that writes f
-  EXPECT_EQ(plans[a].arena_offset, plans[d].arena_offset);
-  EXPECT_EQ(plans[c].arena_offset, plans[e].arena_offset);
+  EXPECT_EQ(plans[a].offset, plans[d].offset);
+  EXPECT_EQ(plans[c].offset, plans[e].offset);
   EXPECT_EQ(exe->num_launches(), 5);
 
   std::vector<float> xs(n);
@@ -101,7 +52,7 @@ TEST(codegen_LaunchExecutable, ChainReusesArenaAndResultsOwnMemory) {
     EXPECT_EQ(at(out[0], {i}), ((i + 1) * 2 + 1) * 2 + 1.0f);
 }
 
-TEST(codegen_LaunchExecutable, DonatedInputsLendTheirMemoryAfterTheirLastUse) {
+TEST(runtime_LaunchExecutable, DonatedInputsLendTheirMemoryAfterTheirLastUse) {
   // x (donatable) is last read by launch 0; c is written at launch 1 and
   // can live in x's buffer; a (dead before d is written) lives in d's.
   const int64_t n = 1000;
@@ -161,7 +112,7 @@ TEST(codegen_LaunchExecutable, DonatedInputsLendTheirMemoryAfterTheirLastUse) {
   EXPECT_EQ(at(args[0], {7}), 1.0f);
 }
 
-TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {
+TEST(runtime_LaunchExecutable, LiveValuesDoNotShare) {
   // a is used again by the last kernel, so it must not share with c or d.
   const int64_t n = 64;
   LaunchExecutable::Builder b;
@@ -177,7 +128,7 @@ TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {
   const auto &plans = exe->slot_plans();
   // Same memory: the same pool (or the arena) and offset.
   auto shares = [&](int p, int q) {
-    return plans[p].pool == plans[q].pool && plans[p].arena_offset == plans[q].arena_offset;
+    return plans[p].pool == plans[q].pool && plans[p].offset == plans[q].offset;
   };
   EXPECT_FALSE(shares(a, c)) << exe->describe();
   EXPECT_FALSE(shares(a, d));
@@ -188,7 +139,7 @@ TEST(codegen_LaunchExecutable, LiveValuesDoNotShare) {
   EXPECT_EQ(at(out[0], {5}), 2.0f + 5.0f); // a = 2, d = 5
 }
 
-TEST(codegen_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
+TEST(runtime_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
   LaunchExecutable::Builder b;
   int w = b.addInput({4, 8}, kFloat32);
   int wt = b.addTranspose(w, {1, 0}); // view of an input
@@ -230,7 +181,7 @@ TEST(codegen_LaunchExecutable, ViewsAliasAndKeepBasesAlive) {
     EXPECT_EQ(at(out[2], {i}), i / 3 + 1.0f);
 }
 
-TEST(codegen_LaunchExecutable, StridedInputsAndReshapeCopy) {
+TEST(runtime_LaunchExecutable, StridedInputsAndReshapeCopy) {
   // The input is a transposed view: run() copies it row-major first (inputs
   // are row-major inside the executable), so the reshape is a static view.
   LaunchExecutable::Builder b;
@@ -259,7 +210,7 @@ TEST(codegen_LaunchExecutable, StridedInputsAndReshapeCopy) {
     EXPECT_EQ(at(out[0], {i}), expect[i] + 1.0f);
 }
 
-TEST(codegen_LaunchExecutable, KernelStrideExpectationsAreChecked) {
+TEST(runtime_LaunchExecutable, KernelStrideExpectationsAreChecked) {
   LaunchExecutable::Builder b;
   int x = b.addInput({4, 8}, kFloat32);
   int xt = b.addTranspose(x, {1, 0});
@@ -271,7 +222,7 @@ TEST(codegen_LaunchExecutable, KernelStrideExpectationsAreChecked) {
       << error;
 }
 
-TEST(codegen_LaunchExecutable, GemmWithTransposedOperand) {
+TEST(runtime_LaunchExecutable, GemmWithTransposedOperand) {
   LaunchExecutable::Builder b;
   int x = b.addInput({2, 3}, kFloat32);
   int w = b.addInput({4, 3}, kFloat32);
@@ -294,7 +245,7 @@ TEST(codegen_LaunchExecutable, GemmWithTransposedOperand) {
     }
 }
 
-TEST(codegen_LaunchExecutable, RejectsMismatchedInputs) {
+TEST(runtime_LaunchExecutable, RejectsMismatchedInputs) {
   LaunchExecutable::Builder b;
   int x = b.addInput({4, 8}, kFloat32);
   b.setOutputs({b.addTranspose(x, {1, 0})});
@@ -311,7 +262,7 @@ TEST(codegen_LaunchExecutable, RejectsMismatchedInputs) {
   EXPECT_NE(error.find("reaches element"), std::string::npos) << error;
 }
 
-TEST(codegen_LaunchExecutable, BuilderReportsBadShapes) {
+TEST(runtime_LaunchExecutable, BuilderReportsBadShapes) {
   LaunchExecutable::Builder b;
   int x = b.addInput({4, 8}, kFloat32);
   EXPECT_EQ(b.addGemm(x, x), -1);
@@ -320,7 +271,7 @@ TEST(codegen_LaunchExecutable, BuilderReportsBadShapes) {
   EXPECT_NE(error.find("gemm"), std::string::npos) << error;
 }
 
-TEST(codegen_LaunchExecutable, BatchedGemmWithStridedAndBroadcastOperands) {
+TEST(runtime_LaunchExecutable, BatchedGemmWithStridedAndBroadcastOperands) {
   // y[b] = x[b] x transpose(w[b]); z[b] = x[b] x m (m broadcast: batch stride 0).
   LaunchExecutable::Builder b;
   int x = b.addInput({2, 2, 3}, kFloat32);
@@ -354,7 +305,7 @@ TEST(codegen_LaunchExecutable, BatchedGemmWithStridedAndBroadcastOperands) {
       }
 }
 
-TEST(codegen_LaunchExecutable, BatchedGemmRejectsMismatchedBatch) {
+TEST(runtime_LaunchExecutable, BatchedGemmRejectsMismatchedBatch) {
   LaunchExecutable::Builder b;
   int x = b.addInput({2, 2, 3}, kFloat32);
   int w = b.addInput({3, 3, 4}, kFloat32);
@@ -362,7 +313,7 @@ TEST(codegen_LaunchExecutable, BatchedGemmRejectsMismatchedBatch) {
   EXPECT_NE(b.error().find("[B, M, K] x [B, K, N]"), std::string::npos) << b.error();
 }
 
-TEST(codegen_LaunchExecutable, InPlaceResultTakesADyingOperandsPlacement) {
+TEST(runtime_LaunchExecutable, InPlaceResultTakesADyingOperandsPlacement) {
   // a = x + 1; c = a * 2 (in place over a: a dies here); d = c + 1 (in
   // place over c); e = a2 + d where a2 is read again later (not in place).
   const int64_t n = 1000;
@@ -380,9 +331,9 @@ TEST(codegen_LaunchExecutable, InPlaceResultTakesADyingOperandsPlacement) {
   ASSERT_TRUE(exe) << error;
   const auto &plans = exe->slot_plans();
   // c over a, d over c: one placement for the chain a -> c -> d.
-  EXPECT_EQ(plans[c].arena_offset, plans[a].arena_offset) << exe->describe();
+  EXPECT_EQ(plans[c].offset, plans[a].offset) << exe->describe();
   EXPECT_EQ(plans[c].pool, plans[a].pool);
-  EXPECT_EQ(plans[d].arena_offset, plans[a].arena_offset) << exe->describe();
+  EXPECT_EQ(plans[d].offset, plans[a].offset) << exe->describe();
   // e may not take a2's memory: a2 is read again by f.
   EXPECT_EQ(exe->num_in_place(), 2) << exe->describe();
 
@@ -397,7 +348,7 @@ TEST(codegen_LaunchExecutable, InPlaceResultTakesADyingOperandsPlacement) {
   }
 }
 
-TEST(codegen_LaunchExecutable, InPlaceOverADonatedInputOnlyInTheDonatingPlan) {
+TEST(runtime_LaunchExecutable, InPlaceOverADonatedInputOnlyInTheDonatingPlan) {
   // y = x * 2 with x donatable and read last there: the donating plan
   // writes y into x's buffer; the plain plan cannot (x is the caller's).
   const int64_t n = 256;
@@ -412,7 +363,7 @@ TEST(codegen_LaunchExecutable, InPlaceOverADonatedInputOnlyInTheDonatingPlan) {
   EXPECT_EQ(exe->num_in_place(), 0) << exe->describe();
   EXPECT_EQ(exe->num_in_place_donating(), 1) << exe->describe();
   EXPECT_EQ(exe->donating_slot_plans()[y].pool, x) << exe->describe();
-  EXPECT_EQ(exe->donating_slot_plans()[y].arena_offset, 0);
+  EXPECT_EQ(exe->donating_slot_plans()[y].offset, 0);
   EXPECT_EQ(exe->donating_arena_bytes(), 0);
 
   std::vector<float> xs(n);
@@ -433,7 +384,7 @@ TEST(codegen_LaunchExecutable, InPlaceOverADonatedInputOnlyInTheDonatingPlan) {
   }
 }
 
-TEST(codegen_LaunchExecutable, InPlacePairOutOfRangeIsAnError) {
+TEST(runtime_LaunchExecutable, InPlacePairOutOfRangeIsAnError) {
   LaunchExecutable::Builder b;
   int x = b.addInput({4}, kFloat32);
   EXPECT_TRUE(b.addKernel("add_one", addOne, {x}, {{{4}, kFloat32}}, {}, false, {{1, 0}}).empty());
