@@ -316,7 +316,8 @@ namespace kernels {
 
 void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
   if (trace::lazy_value(src)) return;  // no data yet: the compiled segment gives dst its value
-  dispatch::common_device("copy", {&src, &dst});
+  KILN_CHECK(src.device() == dst.device(), "copy: expected all tensors on the same device, got ", src.device().str(),
+             " and ", dst.device().str());
   copy_stub("copy", dst.device().type, src, dst);
 }
 
