@@ -8,6 +8,7 @@
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
 #include "backend.h"
+#include "ops/dispatch.h"
 #include "ops/kernels.h"
 #include "trace.h"
 
@@ -114,15 +115,28 @@ void *Tensor::raw_data() const {
   return static_cast<char *>(i.storage->data()) + i.offset * static_cast<int64_t>(itemsize(i.dtype));
 }
 
+/// `t` itself when the host can read its memory, else a copy on the cpu.
+static Tensor host_readable(const Tensor &t, const char *op) {
+  if (backend_of(t.device(), op).host_accessible()) return t;
+  NoGradGuard no_grad;
+  return t.cpu();
+}
+
 double Tensor::item() const {
   trace::GraphBreak graph_break("item");  // not capturable: runs eagerly between compiled segments
   KILN_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
              ") cannot be converted to a scalar; expected exactly 1 element");
-  return kernels::load_as_double(kernels::storage_base(*this), dtype(), storage_offset());
+  const Tensor h = host_readable(*this, "item");  // one element: the copy moves one value
+  return kernels::load_as_double(kernels::storage_base(h), h.dtype(), h.storage_offset());
 }
 
 template <class T> std::vector<T> Tensor::to_vector() const {
   trace::read_data(*this);  // a lazily traced value gets its value first
+  const Tensor h = host_readable(*this, "to_vector");
+  return h.host_values<T>();
+}
+
+template <class T> std::vector<T> Tensor::host_values() const {
   std::vector<T> out;
   out.reserve(static_cast<size_t>(numel()));
   const char *base = kernels::storage_base(*this);
@@ -134,6 +148,9 @@ template <class T> std::vector<T> Tensor::to_vector() const {
                            });
   return out;
 }
+template std::vector<float> Tensor::host_values<float>() const;
+template std::vector<double> Tensor::host_values<double>() const;
+template std::vector<int64_t> Tensor::host_values<int64_t>() const;
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
@@ -261,7 +278,7 @@ static std::unique_ptr<trace::GraphBreak> check_inplace(const Tensor &t, const c
 }
 
 /// Applies f(double current, double other) -> double elementwise in place.
-template <class F> static void inplace_apply(Tensor &t, const Tensor *other, F f) {
+template <class F> static void inplace_apply(const Tensor &t, const Tensor *other, F f) {
   Tensor o;
   if (other) o = other->expand(t.sizes());
   char *base = kernels::storage_base(t);
@@ -293,11 +310,33 @@ template <class F> static void inplace_apply(Tensor &t, const Tensor *other, F f
                            });
 }
 
+namespace {
+
+enum class Inplace { Fill, Copy, Add, Mul };
+
+/// t = op(t, other, scalar) in place; `other` (null for fill_/mul_) has t's
+/// shape after broadcasting and t's device. Fill: scalar; Copy: other;
+/// Add: t + scalar * other; Mul: t * scalar.
+using InplaceKernel = void(Inplace op, const Tensor &t, const Tensor *other, double scalar);
+dispatch::DispatchStub<InplaceKernel> inplace_stub("in-place update");
+
+void inplace_cpu(Inplace op, const Tensor &t, const Tensor *other, double scalar) {
+  switch (op) {
+  case Inplace::Fill: inplace_apply(t, nullptr, [scalar](double, double) { return scalar; }); break;
+  case Inplace::Copy: inplace_apply(t, other, [](double, double y) { return y; }); break;
+  case Inplace::Add: inplace_apply(t, other, [scalar](double x, double y) { return x + scalar * y; }); break;
+  case Inplace::Mul: inplace_apply(t, nullptr, [scalar](double x, double) { return x * scalar; }); break;
+  }
+}
+const dispatch::KernelRegistrar<InplaceKernel> inplace_cpu_reg(inplace_stub, DeviceType::CPU, inplace_cpu);
+
+}  // namespace
+
 Tensor &Tensor::zero_() { return fill_(0.0); }
 
 Tensor &Tensor::fill_(double value) {
   auto graph_break = check_inplace(*this, "fill_");
-  inplace_apply(*this, nullptr, [value](double, double) { return value; });
+  inplace_stub("fill_", device().type, Inplace::Fill, *this, nullptr, value);
   return *this;
 }
 
@@ -307,7 +346,12 @@ Tensor &Tensor::copy_(const Tensor &src) {
   broadcast_shapes(sizes(), src.sizes(), "copy_");
   KILN_CHECK(broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), "copy_: source shape ",
              shape_str(src.sizes()), " cannot be broadcast to destination shape ", shape_str(sizes()));
-  inplace_apply(*this, &src, [](double, double y) { return y; });
+  Tensor here;  // copy_ across devices (as torch's copy_): bring src over first
+  {
+    NoGradGuard no_grad;
+    here = src.to(device());
+  }
+  inplace_stub("copy_", device().type, Inplace::Copy, *this, &here, 0.0);
   return *this;
 }
 
@@ -315,13 +359,17 @@ Tensor &Tensor::add_(const Tensor &other, double alpha) {
   auto graph_break = check_inplace(*this, "add_");
   KILN_CHECK(broadcast_shapes(sizes(), other.sizes(), "add_") == sizes(), "add_: shape ",
              shape_str(other.sizes()), " cannot be broadcast to ", shape_str(sizes()));
-  inplace_apply(*this, &other, [alpha](double x, double y) { return x + alpha * y; });
+  const Device d = dispatch::common_device("add_", {this, &other});
+  KILN_CHECK(d == device(), "add_: expected all tensors on the same device, got ", device().str(), " and ",
+             other.device().str());
+  const Tensor o = dispatch::move_scalar(other, d);
+  inplace_stub("add_", d.type, Inplace::Add, *this, &o, alpha);
   return *this;
 }
 
 Tensor &Tensor::mul_(double value) {
   auto graph_break = check_inplace(*this, "mul_");
-  inplace_apply(*this, nullptr, [value](double x, double) { return x * value; });
+  inplace_stub("mul_", device().type, Inplace::Mul, *this, nullptr, value);
   return *this;
 }
 

@@ -54,8 +54,9 @@ public:
   /// Converts every floating point parameter and buffer to `dtype` in place
   /// (the Tensor handles stay valid, as nn.Module.to). Gradients are dropped.
   void to(DType dtype);
-  /// Moves parameters and buffers to `device`; only cpu exists in this build
-  /// (anything else throws kiln::Error saying so).
+  /// Moves parameters and buffers (and parameters' gradients) to `device`
+  /// in place: the Tensor handles stay valid (as nn.Module.to). Throws
+  /// kiln::Error when `device` has no registered backend.
   void to(Device device);
 
   /// Parameters of this module and (recurse) its children, registration order.

@@ -19,29 +19,37 @@
 namespace kiln {
 
 // ---- creation ------------------------------------------------------------
-/// Filled tensors. Shapes may be empty ({} = a 0-d scalar).
-Tensor full(const Shape &shape, double value, DType dtype = kFloat32);
-Tensor zeros(const Shape &shape, DType dtype = kFloat32);
-Tensor ones(const Shape &shape, DType dtype = kFloat32);
+/// Filled tensors on `device` (its backend allocates; the fill runs in the
+/// device's "fill" kernel). Shapes may be empty ({} = a 0-d scalar).
+Tensor full(const Shape &shape, double value, DType dtype = kFloat32, Device device = kCPU);
+Tensor zeros(const Shape &shape, DType dtype = kFloat32, Device device = kCPU);
+Tensor ones(const Shape &shape, DType dtype = kFloat32, Device device = kCPU);
+/// Same shape, dtype and device as `t`.
 Tensor zeros_like(const Tensor &t);
 Tensor ones_like(const Tensor &t);
+Tensor full_like(const Tensor &t, double value);
+/// Uninitialized, same shape, dtype and device as `t` (torch.empty_like).
+Tensor empty_like(const Tensor &t);
 /// 0-d tensor holding `value`.
-Tensor scalar_tensor(double value, DType dtype = kFloat32);
-/// [0, 1, ..., n-1] as int64 (or `dtype`).
-Tensor arange(int64_t n, DType dtype = kInt64);
+Tensor scalar_tensor(double value, DType dtype = kFloat32, Device device = kCPU);
+/// [0, 1, ..., n-1] as int64 (or `dtype`), on `device`.
+Tensor arange(int64_t n, DType dtype = kInt64, Device device = kCPU);
 /// A tensor from row-major values; numel(shape) must equal values.size().
-Tensor tensor(const std::vector<float> &values, const Shape &shape);
-Tensor tensor(const std::vector<int64_t> &values, const Shape &shape);
+/// Built on the host, then copied to `device`.
+Tensor tensor(const std::vector<float> &values, const Shape &shape, Device device = kCPU);
+Tensor tensor(const std::vector<int64_t> &values, const Shape &shape, Device device = kCPU);
 /// float32 from a braced list: tensor({1.f, 2.f}, {2}).
-inline Tensor tensor(std::initializer_list<float> values, const Shape &shape) {
-  return tensor(std::vector<float>(values), shape);
+inline Tensor tensor(std::initializer_list<float> values, const Shape &shape, Device device = kCPU) {
+  return tensor(std::vector<float>(values), shape, device);
 }
 /// Standard normal samples (Box-Muller on the Philox stream of the default
-/// generator, see random.h).
-Tensor randn(const Shape &shape, DType dtype = kFloat32);
-/// Uniform samples in [low, high).
-Tensor uniform(const Shape &shape, double low = 0.0, double high = 1.0, DType dtype = kFloat32);
-Tensor rand(const Shape &shape, DType dtype = kFloat32);
+/// generator, see random.h). The samples are drawn on the host and copied to
+/// `device`, so every device gets the same values for the same seed.
+Tensor randn(const Shape &shape, DType dtype = kFloat32, Device device = kCPU);
+/// Uniform samples in [low, high) (drawn on the host as randn).
+Tensor uniform(const Shape &shape, double low = 0.0, double high = 1.0, DType dtype = kFloat32,
+               Device device = kCPU);
+Tensor rand(const Shape &shape, DType dtype = kFloat32, Device device = kCPU);
 
 // ---- elementwise -----------------------------------------------------------
 Tensor add(const Tensor &a, const Tensor &b);

@@ -72,7 +72,8 @@ struct LoadedTensors {
 };
 
 /// Writes `tensors` (any dtype above, any layout: views are written as their
-/// row-major elements; undefined tensors are refused) and string `metadata`
+/// row-major elements; tensors on another device are copied to the host
+/// first; undefined tensors are refused) and string `metadata`
 /// to `path` as safetensors, atomically. Names must be unique and not
 /// "__metadata__"; metadata keys "kiln" and "kiln.*" are reserved.
 /// Throws kiln::Error (naming the file and the cause, e.g. the directory does
@@ -81,9 +82,9 @@ struct LoadedTensors {
 void save(const std::string &path, const NamedTensors &tensors,
           const std::map<std::string, std::string> &metadata = {});
 
-/// Reads a safetensors file. `map_location` must be cpu (the only device in
-/// this build; anything else throws kiln::Error saying so before the file is
-/// opened); dtypes are kept as stored. Throws kiln::Error naming the file and
+/// Reads a safetensors file; the tensors are read on the host and then placed
+/// on `map_location` (as torch.load's map_location; a device without a
+/// backend throws kiln::Error); dtypes are kept as stored. Throws kiln::Error naming the file and
 /// the problem for: a missing/unreadable file, a file shorter than 8 bytes, a
 /// header length beyond the file (truncated) or above 100 MB, invalid JSON or
 /// a non-object header, a malformed entry, an unknown or unsupported dtype,

@@ -81,13 +81,17 @@ public:
   bool is_contiguous() const;
   bool is_floating_point() const { return kiln::is_floating_point(dtype()); }
 
-  /// Pointer to element [0, ..., 0]. Throws if T does not match dtype().
+  /// Pointer to element [0, ..., 0], in the memory of device(): host code may
+  /// read it only on a host-accessible device (kernels do; others call .cpu()
+  /// first). Throws if T does not match dtype().
   template <class T> T *data_ptr() const;
   void *raw_data() const;
 
-  /// The single value of a one-element tensor as a double (any dtype).
+  /// The single value of a one-element tensor as a double (any dtype); on a
+  /// device the host cannot read, the element is copied to the host first.
   double item() const;
-  /// All elements in row-major order converted to T (float, double, int64_t).
+  /// All elements in row-major order converted to T (float, double, int64_t)
+  /// (through a host copy on a device the host cannot read).
   template <class T> std::vector<T> to_vector() const;
 
   // ---- autograd ---------------------------------------------------------
@@ -140,6 +144,15 @@ public:
   Tensor clone() const;
   /// Converts the element type (a copy unless dtype already matches).
   Tensor to(DType dtype) const;
+  /// A copy on `device` (this tensor itself when already there), through the
+  /// runtime DeviceBackend::copy. Autograd: the gradient is copied back to
+  /// this tensor's device (PyTorch's ToCopyBackward). Throws kiln::Error when
+  /// `device` has no backend. Not captured by kiln::compile (a graph break).
+  Tensor to(Device device) const;
+  /// to(dtype) then to(device).
+  Tensor to(Device device, DType dtype) const;
+  /// to(kCPU).
+  Tensor cpu() const;
   /// Makes this tensor (and every handle sharing its TensorImpl) refer to
   /// `other`'s data, dtype and layout, keeping its autograd identity (as
   /// PyTorch's `param.data = other`). Used by Module::to and checkpoint loading.
@@ -175,6 +188,8 @@ public:
 
 private:
   const TensorImpl &checked() const;
+  /// to_vector's read of host-readable memory.
+  template <class T> std::vector<T> host_values() const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -7,6 +7,7 @@
 #include "kiln/amp.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
+#include "ops/dispatch.h"
 #include "ops/kernels.h"
 
 namespace kiln::amp {
@@ -25,8 +26,9 @@ void check_factors(double init_scale, double growth_factor, double backoff_facto
 
 /// g *= inv_scale in place (computed in float for float32/bfloat16, double
 /// for float64, as PyTorch's opmath); returns whether g held inf or NaN.
-/// PyTorch's _amp_foreach_non_finite_check_and_unscale_ for one tensor.
-bool unscale_grad(const Tensor &g, float inv_scale) {
+/// PyTorch's _amp_foreach_non_finite_check_and_unscale_ for one tensor: the
+/// cpu entry of the "amp unscale" table.
+bool unscale_grad_cpu(const Tensor &g, float inv_scale) {
   bool found = false;
   char *base = kernels::storage_base(g);
   const DType t = g.dtype();
@@ -50,6 +52,16 @@ bool unscale_grad(const Tensor &g, float inv_scale) {
       kernels::store_from_double(base, t, o, scaled);
     }
   });
+  return found;
+}
+
+using UnscaleKernel = bool(const Tensor &g, float inv_scale);
+dispatch::DispatchStub<UnscaleKernel> unscale_stub("amp unscale");
+const dispatch::KernelRegistrar<UnscaleKernel> unscale_cpu_reg(unscale_stub, DeviceType::CPU, unscale_grad_cpu);
+
+/// g *= inv_scale in place through g's device kernel; whether g held inf or NaN.
+bool unscale_grad(const Tensor &g, float inv_scale) {
+  const bool found = unscale_stub("GradScaler.unscale_", g.device().type, g, inv_scale);
   g.bump_version();
   return found;
 }
@@ -76,7 +88,7 @@ Tensor GradScaler::scale(const Tensor &outputs) {
     scale_ = static_cast<float>(init_scale_);
     initialized_ = true;
   }
-  return outputs * full({1}, scale_, kFloat32);
+  return outputs * full({1}, scale_, kFloat32, outputs.device());
 }
 
 std::vector<Tensor> GradScaler::scale(const std::vector<Tensor> &outputs) {

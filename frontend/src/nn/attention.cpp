@@ -66,7 +66,9 @@ Tensor apply_mask(const Tensor &scores, const Tensor &mask) {
 }
 
 /// Lower-triangular [L, S] bool mask: position i attends to j <= i (top-left aligned).
-Tensor causal_mask(int64_t L, int64_t S) { return le(arange(S).unsqueeze(0), arange(L).unsqueeze(1)); }
+Tensor causal_mask(int64_t L, int64_t S, Device device) {
+  return le(arange(S, kInt64, device).unsqueeze(0), arange(L, kInt64, device).unsqueeze(1));
+}
 
 } // namespace
 
@@ -85,7 +87,7 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tens
   if (attn_mask.defined())
     scores = apply_mask(scores, attn_mask);
   if (is_causal)
-    scores = mask_out(scores, causal_mask(q.size(-2), k.size(-2)));
+    scores = mask_out(scores, causal_mask(q.size(-2), k.size(-2), q.device()));
   Tensor weights = softmax(scores, -1);
   if (dropout_p > 0.0)
     weights = dropout(weights, dropout_p, /*training=*/true);

@@ -23,6 +23,7 @@
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
 #include "kiln/runtime/Gemm.h"
+#include "ops/dispatch.h"
 #include "ops/kernels.h"
 #include "trace.h"
 #include "amp/autocast.h"
@@ -70,7 +71,7 @@ Geometry geometry(const Shape &x, const Shape &w, const ConvParams &p) {
 Tensor dense(const Tensor &t) {
   if (t.is_contiguous())
     return t.detach();
-  Tensor c = Tensor::empty(t.sizes(), t.dtype());
+  Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
   kernels::copy_into_contiguous(t, c);
   return c;
 }
@@ -208,7 +209,6 @@ void check_input(const Tensor &x, const char *op) {
   KILN_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got shape ",
              shape_str(x.sizes()));
   KILN_CHECK(x.is_floating_point(), op, ": expected a floating point input, got ", dtype_name(x.dtype()));
-  KILN_CHECK(x.device().is_cpu(), op, ": input is on ", x.device().str(), "; only cpu is supported in this build");
 }
 
 void check_pair(std::array<int64_t, 2> v, int64_t min, const char *op, const char *what) {
@@ -254,6 +254,27 @@ template <class F> Tensor batched(const Tensor &x, F &&f) {
 
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 
+/// The three conv2d primitives.
+enum class Cv { Forward, InputGrad, WeightGrad };
+
+/// Forward: out = conv(a = x, b = w); InputGrad: out = conv_input_grad(a = gy,
+/// b = w); WeightGrad: out = conv_weight_grad(a = x, b = gy). All contiguous,
+/// one float dtype, one device.
+using ConvKernel = void(Cv op, const Geometry &g, const Tensor &a, const Tensor &b, const Tensor &out);
+dispatch::DispatchStub<ConvKernel> conv_stub("conv2d");
+
+void conv_cpu(Cv op, const Geometry &g, const Tensor &a, const Tensor &b, const Tensor &out) {
+  dispatch_float(out.dtype(), "conv2d", [&](auto zero) {
+    using T = decltype(zero);
+    switch (op) {
+    case Cv::Forward: forward_kernel<T>(g, a.data_ptr<T>(), b.data_ptr<T>(), out.data_ptr<T>()); break;
+    case Cv::InputGrad: input_grad_kernel<T>(g, a.data_ptr<T>(), b.data_ptr<T>(), out.data_ptr<T>()); break;
+    case Cv::WeightGrad: weight_grad_kernel<T>(g, a.data_ptr<T>(), b.data_ptr<T>(), out.data_ptr<T>()); break;
+    }
+  });
+}
+const dispatch::KernelRegistrar<ConvKernel> conv_cpu_reg(conv_stub, DeviceType::CPU, conv_cpu);
+
 } // namespace
 
 // ---- conv2d primitives ---------------------------------------------------------------
@@ -264,11 +285,8 @@ Tensor conv2d_forward(const Tensor &x, const Tensor &w, const ConvParams &p) {
   trace::GraphBreak graph_break("conv2d");  // not capturable: runs eagerly between compiled segments
   const Geometry g = geometry(x.sizes(), w.sizes(), p);
   Tensor xc = dense(x), wc = dense(w);
-  Tensor out = Tensor::empty({g.N, g.O, g.OH, g.OW}, x.dtype());
-  dispatch_float(x.dtype(), "conv2d", [&](auto zero) {
-    using T = decltype(zero);
-    forward_kernel<T>(g, xc.data_ptr<T>(), wc.data_ptr<T>(), out.data_ptr<T>());
-  });
+  Tensor out = Tensor::empty({g.N, g.O, g.OH, g.OW}, x.dtype(), x.device());
+  conv_stub("conv2d", x.device().type, Cv::Forward, g, xc, wc, out);
   if (autograd::any_requires_grad({x, w})) {
     const bool need_x = x.requires_grad(), need_w = w.requires_grad();
     autograd::record(out, "ConvolutionBackward", {x, w}, {x, w},
@@ -285,11 +303,8 @@ Tensor conv2d_input_grad(const Tensor &gy, const Tensor &w, const Shape &x_shape
   trace::GraphBreak graph_break("conv2d_input_grad");  // not capturable: runs eagerly between compiled segments
   const Geometry g = geometry(x_shape, w.sizes(), p);
   Tensor gyc = dense(gy), wc = dense(w);
-  Tensor out = Tensor::empty(x_shape, gy.dtype());
-  dispatch_float(gy.dtype(), "conv2d_input_grad", [&](auto zero) {
-    using T = decltype(zero);
-    input_grad_kernel<T>(g, gyc.data_ptr<T>(), wc.data_ptr<T>(), out.data_ptr<T>());
-  });
+  Tensor out = Tensor::empty(x_shape, gy.dtype(), gy.device());
+  conv_stub("conv2d_input_grad", gy.device().type, Cv::InputGrad, g, gyc, wc, out);
   if (autograd::any_requires_grad({gy, w})) {
     autograd::record(out, "ConvolutionBackwardInputBackward", {gy, w}, {gy, w},
                      [p](const TensorList &gr, const TensorList &s) -> TensorList {
@@ -303,11 +318,8 @@ Tensor conv2d_weight_grad(const Tensor &x, const Tensor &gy, const Shape &w_shap
   trace::GraphBreak graph_break("conv2d_weight_grad");  // not capturable: runs eagerly between compiled segments
   const Geometry g = geometry(x.sizes(), w_shape, p);
   Tensor xc = dense(x), gyc = dense(gy);
-  Tensor out = Tensor::empty(w_shape, x.dtype());
-  dispatch_float(x.dtype(), "conv2d_weight_grad", [&](auto zero) {
-    using T = decltype(zero);
-    weight_grad_kernel<T>(g, xc.data_ptr<T>(), gyc.data_ptr<T>(), out.data_ptr<T>());
-  });
+  Tensor out = Tensor::empty(w_shape, x.dtype(), x.device());
+  conv_stub("conv2d_weight_grad", x.device().type, Cv::WeightGrad, g, xc, gyc, out);
   if (autograd::any_requires_grad({x, gy})) {
     autograd::record(out, "ConvolutionBackwardWeightBackward", {x, gy}, {x, gy},
                      [p](const TensorList &gr, const TensorList &s) -> TensorList {
@@ -327,6 +339,7 @@ Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, std::ar
     return conv2d(ac.cast(x), ac.cast(weight), ac.cast(bias), stride, padding, dilation, groups);
   check_input(x, "conv2d");
   check_weight(x, weight, bias, groups);
+  dispatch::common_device("conv2d", {&x, &weight, &bias});
   check_pair(stride, 1, "conv2d", "stride");
   check_pair(padding, 0, "conv2d", "padding");
   check_pair(dilation, 1, "conv2d", "dilation");
@@ -384,6 +397,41 @@ template <class T> void max_pool_kernel(const PoolGeometry &g, const T *x, T *y,
 /// Flattens a 4-D tensor to [planes, elements per plane] metadata.
 int64_t plane_count(const Shape &s) { return s[0] * s[1]; }
 
+/// The max-pooling primitives.
+enum class Pool { Forward, Scatter, Gather };
+
+/// Forward: out = window maxima of src (g), `indices` their in-plane
+/// positions (written). Scatter: out (zeroed, the input's shape) at indices
+/// += src. Gather: out = src at indices. [N, C, H, W], contiguous, one device.
+using PoolKernel = void(Pool op, const PoolGeometry *g, const Tensor &src, const Tensor &indices, const Tensor &out);
+dispatch::DispatchStub<PoolKernel> pool_stub("max_pool2d");
+
+/// Scatter (to_input) or gather between the planes of `big` ([.., H, W]) and `small` at indices.
+template <class T> void move_at_indices(const Tensor &big, const Tensor &small, const Tensor &indices, bool to_input) {
+  const int64_t planes = plane_count(big.sizes()), in_plane = big.size(2) * big.size(3);
+  const int64_t out_plane = indices.size(2) * indices.size(3);
+  const int64_t *idx = indices.data_ptr<int64_t>();
+  T *b = big.data_ptr<T>(), *s = small.data_ptr<T>();
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t o = 0; o < out_plane; ++o) {
+      T &x = b[pl * in_plane + idx[pl * out_plane + o]];
+      if (to_input) x += s[pl * out_plane + o];
+      else s[pl * out_plane + o] = x;
+    }
+}
+
+void pool_cpu(Pool op, const PoolGeometry *g, const Tensor &src, const Tensor &indices, const Tensor &out) {
+  dispatch_float(out.dtype(), "max_pool2d", [&](auto zero) {
+    using T = decltype(zero);
+    switch (op) {
+    case Pool::Forward: max_pool_kernel<T>(*g, src.data_ptr<T>(), out.data_ptr<T>(), indices.data_ptr<int64_t>()); break;
+    case Pool::Scatter: move_at_indices<T>(out, src, indices, /*to_input=*/true); break;
+    case Pool::Gather: move_at_indices<T>(src, out, indices, /*to_input=*/false); break;
+    }
+  });
+}
+const dispatch::KernelRegistrar<PoolKernel> pool_cpu_reg(pool_stub, DeviceType::CPU, pool_cpu);
+
 void check_pool_args(const Tensor &x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
                      const char *op) {
   check_input(x, op);
@@ -402,18 +450,8 @@ namespace detail {
 Tensor max_pool2d_scatter(const Tensor &gy, const Tensor &indices, const Shape &x_shape) {
   trace::GraphBreak graph_break("max_pool2d_backward");  // not capturable: runs eagerly between compiled segments
   Tensor gyc = dense(gy), ic = dense(indices);
-  Tensor out = zeros(x_shape, gy.dtype());
-  const int64_t planes = plane_count(x_shape), in_plane = x_shape[2] * x_shape[3];
-  const int64_t out_plane = gy.size(2) * gy.size(3);
-  dispatch_float(gy.dtype(), "max_pool2d_backward", [&](auto zero) {
-    using T = decltype(zero);
-    const T *src = gyc.data_ptr<T>();
-    const int64_t *idx = ic.data_ptr<int64_t>();
-    T *dst = out.data_ptr<T>();
-    for (int64_t pl = 0; pl < planes; ++pl)
-      for (int64_t o = 0; o < out_plane; ++o)
-        dst[pl * in_plane + idx[pl * out_plane + o]] += src[pl * out_plane + o];
-  });
+  Tensor out = zeros(x_shape, gy.dtype(), gy.device());
+  pool_stub("max_pool2d_backward", gy.device().type, Pool::Scatter, nullptr, gyc, ic, out);
   if (autograd::any_requires_grad({gy}))
     autograd::record(
         out, "MaxPool2DBackwardBackward", {gy}, {indices},
@@ -424,18 +462,8 @@ Tensor max_pool2d_scatter(const Tensor &gy, const Tensor &indices, const Shape &
 Tensor max_pool2d_gather(const Tensor &gx, const Tensor &indices) {
   trace::GraphBreak graph_break("max_pool2d_gather");  // not capturable: runs eagerly between compiled segments
   Tensor gxc = dense(gx), ic = dense(indices);
-  Tensor out = Tensor::empty(indices.sizes(), gx.dtype());
-  const int64_t planes = plane_count(gx.sizes()), in_plane = gx.size(2) * gx.size(3);
-  const int64_t out_plane = indices.size(2) * indices.size(3);
-  dispatch_float(gx.dtype(), "max_pool2d_gather", [&](auto zero) {
-    using T = decltype(zero);
-    const T *src = gxc.data_ptr<T>();
-    const int64_t *idx = ic.data_ptr<int64_t>();
-    T *dst = out.data_ptr<T>();
-    for (int64_t pl = 0; pl < planes; ++pl)
-      for (int64_t o = 0; o < out_plane; ++o)
-        dst[pl * out_plane + o] = src[pl * in_plane + idx[pl * out_plane + o]];
-  });
+  Tensor out = Tensor::empty(indices.sizes(), gx.dtype(), gx.device());
+  pool_stub("max_pool2d_gather", gx.device().type, Pool::Gather, nullptr, gxc, ic, out);
   if (autograd::any_requires_grad({gx})) {
     const Shape x_shape = gx.sizes();
     autograd::record(out, "MaxPool2DGatherBackward", {gx}, {indices},
@@ -454,12 +482,9 @@ namespace {
 Tensor max_pool2d_forward(const Tensor &x, const PoolGeometry &g) {
   trace::GraphBreak graph_break("max_pool2d");  // not capturable: runs eagerly between compiled segments
   Tensor xc = dense(x);
-  Tensor out = Tensor::empty({x.size(0), x.size(1), g.OH, g.OW}, x.dtype());
-  Tensor indices = Tensor::empty(out.sizes(), kInt64);
-  dispatch_float(x.dtype(), "max_pool2d", [&](auto zero) {
-    using T = decltype(zero);
-    max_pool_kernel<T>(g, xc.data_ptr<T>(), out.data_ptr<T>(), indices.data_ptr<int64_t>());
-  });
+  Tensor out = Tensor::empty({x.size(0), x.size(1), g.OH, g.OW}, x.dtype(), x.device());
+  Tensor indices = Tensor::empty(out.sizes(), kInt64, x.device());
+  pool_stub("max_pool2d", x.device().type, Pool::Forward, &g, xc, indices, out);
   if (autograd::any_requires_grad({x})) {
     const Shape x_shape = x.sizes();
     autograd::record(out, "MaxPool2DWithIndicesBackward", {x}, {indices},
@@ -503,7 +528,7 @@ Tensor avg_pool2d(const Tensor &x, std::array<int64_t, 2> kernel_size, std::arra
   // (padded) elements, so the mean is a depthwise convolution with 1/(kH*kW).
   const int64_t channels = x.size(-3);
   const double inv = 1.0 / static_cast<double>(kernel_size[0] * kernel_size[1]);
-  Tensor weight = full({channels, 1, kernel_size[0], kernel_size[1]}, inv, x.dtype());
+  Tensor weight = full({channels, 1, kernel_size[0], kernel_size[1]}, inv, x.dtype(), x.device());
   return conv2d(x, weight, Tensor(), stride, padding, {1, 1}, channels);
 }
 

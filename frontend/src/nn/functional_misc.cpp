@@ -49,7 +49,7 @@ Tensor embedding(const Tensor &input, const Tensor &weight) {
     // Capture form: one_hot(input) @ weight gives the same rows and the same
     // gradient (a scatter-add of the output gradient) with ops the compiler
     // fuses; the index range is checked when the graph is traced only.
-    Tensor one_hot = eq(input.to(kInt64).reshape({-1, 1}), arange(v).unsqueeze(0)).to(weight.dtype());
+    Tensor one_hot = eq(input.to(kInt64).reshape({-1, 1}), arange(v, kInt64, input.device()).unsqueeze(0)).to(weight.dtype());
     return one_hot.matmul(weight).reshape(out_shape);
   }
   return index_select(weight, 0, input.reshape({-1})).reshape(out_shape);
@@ -66,7 +66,8 @@ Tensor dropout(const Tensor &x, double p, bool training) {
   const Shape shape = x.sizes();
   // The scaled mask (0 or 1/(1-p)) is a random input of a compiled graph:
   // redrawn per call at the generator's current (seed, offset).
-  Tensor mask = trace::random_input(shape, [p, compute](const Shape &shape) {
+  const Device device = x.device();
+  Tensor mask = trace::random_input(shape, [p, compute, device](const Shape &shape) {
     Generator &gen = default_generator();
     const uint64_t seed = gen.seed(), offset = gen.offset();
     const int64_t n = numel_of(shape);
@@ -75,7 +76,7 @@ Tensor dropout(const Tensor &x, double p, bool training) {
     gen.set_offset(offset + static_cast<uint64_t>((n + 3) / 4));
     Tensor m = Tensor::empty(shape, kFloat64);
     if (n > 0) std::memcpy(m.data_ptr<double>(), values.data(), values.size() * sizeof(double));
-    return m.to(compute);
+    return m.to(compute).to(device);
   });
   if (half) return (x.to(kFloat32) * mask).to(x.dtype());
   return x * mask;

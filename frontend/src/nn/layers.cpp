@@ -17,16 +17,16 @@ std::string shape_or_undefined(const Tensor &t) { return t.defined() ? shape_str
 /// Float additive mask from a bool mask (true -> -inf) or a float mask.
 Tensor additive_mask(const Tensor &mask, DType dtype, const char *what) {
   if (mask.dtype() == kBool)
-    return masked_fill(zeros(mask.sizes(), dtype), mask, -std::numeric_limits<double>::infinity());
+    return masked_fill(zeros(mask.sizes(), dtype, mask.device()), mask, -std::numeric_limits<double>::infinity());
   KILN_CHECK(mask.is_floating_point(), "MultiheadAttention: ", what, " must be bool or floating point, got ",
              dtype_name(mask.dtype()));
   return mask.dtype() == dtype ? mask : mask.to(dtype);
 }
 
 /// [L, S] additive mask with -inf where key j > query i.
-Tensor causal_mask(int64_t L, int64_t S, DType dtype) {
-  Tensor above = lt(arange(L).unsqueeze(1), arange(S).unsqueeze(0));
-  return masked_fill(zeros({L, S}, dtype), above, -std::numeric_limits<double>::infinity());
+Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device) {
+  Tensor above = lt(arange(L, kInt64, device).unsqueeze(1), arange(S, kInt64, device).unsqueeze(0));
+  return masked_fill(zeros({L, S}, dtype, device), above, -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
@@ -292,7 +292,7 @@ Tensor MultiheadAttention::forward(const Tensor &query, const Tensor &key, const
     mask = mask.defined() ? mask + kpm : kpm;
   }
   if (is_causal) {
-    Tensor causal = causal_mask(L, S, q.dtype());
+    Tensor causal = causal_mask(L, S, q.dtype(), q.device());
     mask = mask.defined() ? mask + causal : causal;
   }
 

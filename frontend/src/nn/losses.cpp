@@ -50,7 +50,7 @@ Tensor nll_loss(const Tensor &log_probs, const Tensor &target, Reduction reducti
   check_targets(log_probs, target, ignore_index, "nll_loss");
   // one_hot[i, j] = (j == target[i]); rows whose target is ignore_index
   // (which may be a valid class number) are masked out by `valid`.
-  Tensor one_hot = eq(arange(log_probs.size(1)).unsqueeze(0), target.unsqueeze(1)).to(log_probs.dtype());
+  Tensor one_hot = eq(arange(log_probs.size(1), kInt64, target.device()).unsqueeze(0), target.unsqueeze(1)).to(log_probs.dtype());
   Tensor valid = ne(target, full({}, static_cast<double>(ignore_index), kInt64)).to(log_probs.dtype());
   Tensor per_sample = -(one_hot * log_probs).sum({1}) * valid;
   return reduce(per_sample, valid.sum(), reduction);
@@ -67,7 +67,7 @@ Tensor cross_entropy(const Tensor &logits, const Tensor &target, Reduction reduc
   if (label_smoothing == 0.0) return nll_loss(logp, target, reduction, ignore_index);
   const int64_t c = logits.size(1);
   Tensor valid = ne(target, full({}, static_cast<double>(ignore_index), kInt64)).to(logits.dtype());
-  Tensor one_hot = eq(arange(c).unsqueeze(0), target.unsqueeze(1)).to(logits.dtype());
+  Tensor one_hot = eq(arange(c, kInt64, target.device()).unsqueeze(0), target.unsqueeze(1)).to(logits.dtype());
   Tensor nll = -(one_hot * logp).sum({1}) * valid;
   Tensor smooth = -logp.sum({1}) * valid / static_cast<double>(c);
   Tensor per_sample = nll * (1.0 - label_smoothing) + smooth * label_smoothing;

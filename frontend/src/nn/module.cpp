@@ -6,6 +6,7 @@
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
+#include "backend.h"
 
 namespace kiln::nn {
 
@@ -112,8 +113,19 @@ void Module::to(DType dtype) {
 }
 
 void Module::to(Device device) {
-  KILN_CHECK(device.is_cpu(), "Module.to: device ", device.str(),
-             " is not available in this build (CPU only); keep the module on cpu");
+  backend_of(device, "Module.to");  // throws naming the device when it has no backend
+  NoGradGuard no_grad;
+  // As torch's Module._apply: parameters and buffers keep their identity
+  // (set_data) and move; a parameter's gradient moves with it.
+  auto move = [device](Tensor &t) {
+    if (t.device() == device) return;
+    Tensor g = t.grad();
+    t.set_data(t.detach().to(device));
+    if (g.defined()) t.set_grad(g.to(device));
+  };
+  for (auto &p : params_) move(p.second);
+  for (auto &b : buffers_) move(b.second);
+  for (auto &c : children_) c.second->to(device);
 }
 
 void Module::add_child(const std::string &name, std::shared_ptr<Module> m) {

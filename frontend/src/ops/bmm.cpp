@@ -11,6 +11,7 @@
 #include "kiln/ops.h"
 #include "kiln/runtime/Gemm.h"
 #include "gemm_utils.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "../trace.h"
 #include "../amp/autocast.h"
@@ -57,10 +58,20 @@ void bmm_double(const Tensor &a, const Tensor &b, Tensor &out) {
   }
 }
 
+/// out = a x b for [B, M, K] x [B, K, N] operands of one compute dtype, K > 0.
+using BmmKernel = void(const Tensor &a, const Tensor &b, Tensor &out);
+dispatch::DispatchStub<BmmKernel> bmm_stub("bmm");
+
+void bmm_cpu(const Tensor &a, const Tensor &b, Tensor &out) {
+  if (a.dtype() == kFloat64) bmm_double(a, b, out);
+  else if (a.dtype() != kFloat32) gemm::guarded("bmm", a, b, [&] { bmm_half(a, b, out); });
+  else gemm::guarded("bmm", a, b, [&] { bmm_float(a, b, out); });
+}
+const dispatch::KernelRegistrar<BmmKernel> bmm_cpu_reg(bmm_stub, DeviceType::CPU, bmm_cpu);
+
 void check_operands(const Tensor &a, const Tensor &b) {
   KILN_CHECK(a.defined() && b.defined(), "bmm: operand is an undefined tensor");
-  KILN_CHECK(a.device().is_cpu() && b.device().is_cpu(), "bmm: operands are on ", a.device().str(), " and ",
-             b.device().str(), "; only cpu tensors are supported in this build");
+  dispatch::common_device("bmm", {&a, &b});
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D operands [B, M, K] and [B, K, N], got shapes ",
              shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "bmm: expected floating point operands, got ",
@@ -83,13 +94,11 @@ Tensor bmm(const Tensor &a, const Tensor &b) {
   std::optional<trace::GraphBreak> graph_break;
   if (compute != kFloat32 && compute != kFloat64) graph_break.emplace("bmm");
   Tensor x = a.to(compute), y = b.to(compute);
-  Tensor out = Tensor::empty({x.size(0), x.size(1), y.size(2)}, compute);
+  Tensor out = Tensor::empty({x.size(0), x.size(1), y.size(2)}, compute, x.device());
   if (trace::skip_compute()) {
     // lazy segment trace: the compiled segment computes it
   } else if (out.numel() > 0 && x.size(2) == 0) out.zero_();  // empty inner dim: sums of nothing
-  else if (out.numel() > 0 && compute == kFloat64) bmm_double(x, y, out);
-  else if (out.numel() > 0 && compute != kFloat32) gemm::guarded("bmm", x, y, [&] { bmm_half(x, y, out); });
-  else if (out.numel() > 0) gemm::guarded("bmm", x, y, [&] { bmm_float(x, y, out); });
+  else if (out.numel() > 0) bmm_stub("bmm", x.device().type, x, y, out);
   trace::record(ir::OpKind::Matmul, {x, y}, out);  // batched kiln.matmul (a no-op while a graph break pauses tracing)
   if (autograd::any_requires_grad({x, y}))
     autograd::record(out, "BmmBackward", {x, y}, {x, y},

@@ -7,6 +7,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "../trace.h"
 #include "../amp/autocast.h"
@@ -18,8 +19,6 @@ using autograd::TensorList;
 
 void check_defined(const Tensor &t, const char *op, const char *what) {
   KILN_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
-  KILN_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device().str(),
-             "; only cpu tensors are supported in this build");
 }
 
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
@@ -93,10 +92,12 @@ template <class TO, class TA, class F> void map1(const Tensor &a, const Tensor &
   map1<TO, TA>(a, out, f, [f](const TA *x, TO *z, int64_t n) { loop1_dense(z, x, n, f); });
 }
 
-/// Promotes and broadcasts two operands to one compute type and shape.
-std::pair<Tensor, Tensor> prepare(const Tensor &a, const Tensor &b, DType compute, const char *op) {
+/// Promotes and broadcasts two operands to one compute type, shape and
+/// device (a 0-d cpu scalar moves to `device`).
+std::pair<Tensor, Tensor> prepare(const Tensor &a, const Tensor &b, DType compute, const Device &device,
+                                  const char *op) {
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), op);
-  return {a.to(compute).expand(s), b.to(compute).expand(s)};
+  return {dispatch::move_scalar(a.to(compute), device).expand(s), dispatch::move_scalar(b.to(compute), device).expand(s)};
 }
 
 /// torch.maximum of two elements: NaN if either is NaN, else the larger,
@@ -111,17 +112,12 @@ template <class T> T maximum_value(T p, T q) {
 
 enum class Bin { Add, Sub, Mul, Div, Max };
 
-Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
-  std::optional<trace::GraphBreak> graph_break;  // maximum has no kiln op: runs eagerly
-  if (op == Bin::Max) graph_break.emplace("maximum");
-  check_defined(a, name, "first operand");
-  check_defined(b, name, "second operand");
-  DType result = promote_arith(a.dtype(), b.dtype(), name);
-  if (op == Bin::Div && !is_floating_point(result)) result = kFloat32;  // true division
-  const DType compute = compute_type(result);
-  auto [x, y] = prepare(a, b, compute, name);
-  Tensor out = Tensor::empty(x.sizes(), compute);
-  kernels::dispatch(compute, name, [&](auto zero) {
+/// out = x (op) y over same-shape operands of out's compute dtype.
+using BinaryKernel = void(Bin op, const char *name, const Tensor &x, const Tensor &y, const Tensor &out);
+dispatch::DispatchStub<BinaryKernel> binary_stub("elementwise binary");
+
+void binary_cpu(Bin op, const char *name, const Tensor &x, const Tensor &y, const Tensor &out) {
+  kernels::dispatch(out.dtype(), name, [&](auto zero) {
     using T = decltype(zero);
     switch (op) {
     case Bin::Add: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p + q); }); break;
@@ -131,6 +127,21 @@ Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
     case Bin::Max: map2<T, T, T>(x, y, out, [](T p, T q) { return maximum_value(p, q); }); break;
     }
   });
+}
+const dispatch::KernelRegistrar<BinaryKernel> binary_cpu_reg(binary_stub, DeviceType::CPU, binary_cpu);
+
+Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
+  std::optional<trace::GraphBreak> graph_break;  // maximum has no kiln op: runs eagerly
+  if (op == Bin::Max) graph_break.emplace("maximum");
+  check_defined(a, name, "first operand");
+  check_defined(b, name, "second operand");
+  const Device device = dispatch::common_device(name, {&a, &b});
+  DType result = promote_arith(a.dtype(), b.dtype(), name);
+  if (op == Bin::Div && !is_floating_point(result)) result = kFloat32;  // true division
+  const DType compute = compute_type(result);
+  auto [x, y] = prepare(a, b, compute, device, name);
+  Tensor out = Tensor::empty(x.sizes(), compute, device);
+  binary_stub(name, device.type, op, name, x, y, out);
   switch (op) {
   case Bin::Add: trace::record(ir::OpKind::Add, {x, y}, out); break;
   case Bin::Sub: trace::record(ir::OpKind::Sub, {x, y}, out); break;
@@ -173,17 +184,14 @@ Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
   return result != compute ? out.to(result) : out;
 }
 
-enum class Un { Neg, Exp, Log, Relu, Sqrt };
+enum class Un { Neg, Exp, Log, Relu, Sqrt, Pow };
 
-Tensor unary(const Tensor &a, Un op, const char *name) {
-  check_defined(a, name, "input");
-  KILN_CHECK(a.dtype() != kBool, name, ": not supported for bool tensors; convert with .to() first");
-  const bool needs_float = op != Un::Neg && op != Un::Relu;
-  const DType result = (needs_float && !a.is_floating_point()) ? kFloat32 : a.dtype();
-  const DType compute = compute_type(result);
-  Tensor x = a.to(compute);
-  Tensor out = Tensor::empty(x.sizes(), compute);
-  kernels::dispatch(compute, name, [&](auto zero) {
+/// out = op(x) over same-shape operands of out's compute dtype; `scalar` is pow's exponent.
+using UnaryKernel = void(Un op, double scalar, const char *name, const Tensor &x, const Tensor &out);
+dispatch::DispatchStub<UnaryKernel> unary_stub("elementwise unary");
+
+void unary_cpu(Un op, double scalar, const char *name, const Tensor &x, const Tensor &out) {
+  kernels::dispatch(out.dtype(), name, [&](auto zero) {
     using T = decltype(zero);
     switch (op) {
     case Un::Neg: map1<T, T>(x, out, [](T v) { return static_cast<T>(-v); }); break;
@@ -198,14 +206,32 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
       break;
     case Un::Log: map1<T, T>(x, out, [](T v) { return static_cast<T>(std::log(v)); }); break;
     case Un::Sqrt: map1<T, T>(x, out, [](T v) { return static_cast<T>(std::sqrt(v)); }); break;
+    case Un::Pow: {
+      const T e = static_cast<T>(scalar);
+      map1<T, T>(x, out, [e](T v) { return static_cast<T>(std::pow(v, e)); });
+      break;
+    }
     }
   });
+}
+const dispatch::KernelRegistrar<UnaryKernel> unary_cpu_reg(unary_stub, DeviceType::CPU, unary_cpu);
+
+Tensor unary(const Tensor &a, Un op, const char *name) {
+  check_defined(a, name, "input");
+  KILN_CHECK(a.dtype() != kBool, name, ": not supported for bool tensors; convert with .to() first");
+  const bool needs_float = op != Un::Neg && op != Un::Relu;
+  const DType result = (needs_float && !a.is_floating_point()) ? kFloat32 : a.dtype();
+  const DType compute = compute_type(result);
+  Tensor x = a.to(compute);
+  Tensor out = Tensor::empty(x.sizes(), compute, x.device());
+  unary_stub(name, x.device().type, op, 0.0, name, x, out);
   switch (op) {
   case Un::Neg: trace::record(ir::OpKind::Neg, {x}, out); break;
   case Un::Exp: trace::record(ir::OpKind::Exp, {x}, out); break;
   case Un::Log: trace::record(ir::OpKind::Log, {x}, out); break;
   case Un::Relu: trace::record(ir::OpKind::Relu, {x}, out); break;
   case Un::Sqrt: trace::record(ir::OpKind::Sqrt, {x}, out); break;
+  case Un::Pow: break;  // pow() records itself
   }
   if (autograd::any_requires_grad({x})) {
     Tensor saved_out = out.detach();  // saving the output itself would be a reference cycle
@@ -233,19 +259,18 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
         return {g[0] / (s[0] * 2.0)};
       });
       break;
+    case Un::Pow: break;
     }
   }
   return result != compute ? out.to(result) : out;
 }
 
-Tensor compare(const Tensor &a, const Tensor &b, ir::Predicate pred, const char *name) {
-  check_defined(a, name, "first operand");
-  check_defined(b, name, "second operand");
-  DType common = promote_types(a.dtype(), b.dtype());
-  const DType compute = common == kBool ? kInt64 : compute_type(common);
-  auto [x, y] = prepare(a, b, compute, name);
-  Tensor out = Tensor::empty(x.sizes(), kBool);
-  kernels::dispatch(compute, name, [&](auto zero) {
+/// out (bool) = x (pred) y over same-shape operands of one compute dtype.
+using CompareKernel = void(ir::Predicate pred, const char *name, const Tensor &x, const Tensor &y, const Tensor &out);
+dispatch::DispatchStub<CompareKernel> compare_stub("comparison");
+
+void compare_cpu(ir::Predicate pred, const char *name, const Tensor &x, const Tensor &y, const Tensor &out) {
+  kernels::dispatch(x.dtype(), name, [&](auto zero) {
     using T = decltype(zero);
     auto run = [&](auto cmp) { map2<uint8_t, T, T>(x, y, out, [&](T p, T q) { return static_cast<uint8_t>(cmp(p, q)); }); };
     switch (pred) {
@@ -257,6 +282,18 @@ Tensor compare(const Tensor &a, const Tensor &b, ir::Predicate pred, const char 
     case ir::Predicate::GE: run([](T p, T q) { return p >= q; }); break;
     }
   });
+}
+const dispatch::KernelRegistrar<CompareKernel> compare_cpu_reg(compare_stub, DeviceType::CPU, compare_cpu);
+
+Tensor compare(const Tensor &a, const Tensor &b, ir::Predicate pred, const char *name) {
+  check_defined(a, name, "first operand");
+  check_defined(b, name, "second operand");
+  const Device device = dispatch::common_device(name, {&a, &b});
+  DType common = promote_types(a.dtype(), b.dtype());
+  const DType compute = common == kBool ? kInt64 : compute_type(common);
+  auto [x, y] = prepare(a, b, compute, device, name);
+  Tensor out = Tensor::empty(x.sizes(), kBool, device);
+  compare_stub(name, device.type, pred, name, x, y, out);
   trace::Attrs attrs;
   attrs.predicate = pred;
   trace::record(ir::OpKind::Compare, {x, y}, out, attrs);
@@ -290,6 +327,20 @@ template <class U> void select_kernel(const Tensor &c, const Tensor &x, const Te
     }
   });
 }
+
+/// out = c ? x : y over same-shape operands (x, y and out of one dtype).
+using SelectKernel = void(const Tensor &c, const Tensor &x, const Tensor &y, const Tensor &out);
+dispatch::DispatchStub<SelectKernel> select_stub("where");
+
+void select_cpu(const Tensor &c, const Tensor &x, const Tensor &y, const Tensor &out) {
+  switch (itemsize(out.dtype())) {
+  case 1: select_kernel<uint8_t>(c, x, y, out); break;
+  case 2: select_kernel<uint16_t>(c, x, y, out); break;
+  case 4: select_kernel<uint32_t>(c, x, y, out); break;
+  default: select_kernel<uint64_t>(c, x, y, out); break;
+  }
+}
+const dispatch::KernelRegistrar<SelectKernel> select_cpu_reg(select_stub, DeviceType::CPU, select_cpu);
 
 }  // namespace
 
@@ -368,12 +419,8 @@ Tensor pow(const Tensor &a, double exponent) {
   KILN_CHECK(a.is_floating_point(), "pow: expected a floating point tensor, got ", dtype_name(a.dtype()));
   const DType compute = compute_type(a.dtype());
   Tensor x = a.to(compute);
-  Tensor out = Tensor::empty(x.sizes(), compute);
-  kernels::dispatch(compute, "pow", [&](auto zero) {
-    using T = decltype(zero);
-    const T e = static_cast<T>(exponent);
-    map1<T, T>(x, out, [e](T v) { return static_cast<T>(std::pow(v, e)); });
-  });
+  Tensor out = Tensor::empty(x.sizes(), compute, x.device());
+  unary_stub("pow", x.device().type, Un::Pow, exponent, "pow", x, out);
   trace::Attrs pow_attrs;
   pow_attrs.scalar = exponent;
   trace::record(ir::OpKind::Pow, {x}, out, pow_attrs);
@@ -402,14 +449,12 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
   DType result = promote_types(a.dtype(), b.dtype());
   const DType compute = compute_type(result);
   Shape s = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
-  Tensor c = cond.expand(s), x = a.to(compute).expand(s), y = b.to(compute).expand(s);
-  Tensor out = Tensor::empty(s, compute);
-  switch (itemsize(compute)) {
-  case 1: select_kernel<uint8_t>(c, x, y, out); break;
-  case 2: select_kernel<uint16_t>(c, x, y, out); break;
-  case 4: select_kernel<uint32_t>(c, x, y, out); break;
-  default: select_kernel<uint64_t>(c, x, y, out); break;
-  }
+  const Device device = dispatch::common_device("where", {&cond, &a, &b});
+  Tensor c = dispatch::move_scalar(cond, device).expand(s);
+  Tensor x = dispatch::move_scalar(a.to(compute), device).expand(s);
+  Tensor y = dispatch::move_scalar(b.to(compute), device).expand(s);
+  Tensor out = Tensor::empty(s, compute, device);
+  select_stub("where", device.type, c, x, y, out);
   trace::record(ir::OpKind::Select, {c, x, y}, out);
   if (autograd::any_requires_grad({x, y}))
     autograd::record(out, "WhereBackward", {c, x, y}, {c}, [](const TensorList &g, const TensorList &s) -> TensorList {
@@ -429,7 +474,7 @@ static Tensor scalar_like(const Tensor &t, double value) {
   DType d = kFloat32;
   if (t.is_floating_point()) d = t.dtype();
   else if (integral) d = t.dtype() == kBool ? kInt64 : t.dtype();
-  return full({}, value, d);
+  return full({}, value, d, t.device());
 }
 
 Tensor Tensor::add(const Tensor &o) const { return kiln::add(*this, o); }

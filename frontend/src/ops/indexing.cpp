@@ -11,6 +11,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "shape_utils.h"
 #include "../trace.h"
@@ -31,8 +32,6 @@ int64_t wrap_dim(int64_t d, int64_t ndim, const char *op) {
 
 void check_input(const Tensor &t, const char *op, const char *what) {
   KILN_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
-  KILN_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device().str(),
-             "; only cpu tensors are supported in this build");
 }
 
 void check_index_dtype(const Tensor &index, const char *op) {
@@ -110,7 +109,7 @@ Tensor pad_to(const Tensor &g, const Shape &shape) {
     if (r.size(d) == shape[d]) continue;
     Shape zshape = r.sizes();
     zshape[d] = shape[d] - r.size(d);
-    r = cat({r, zeros(zshape, g.dtype())}, d);
+    r = cat({r, zeros(zshape, g.dtype(), g.device())}, d);
   }
   return r;
 }
@@ -132,23 +131,44 @@ void copy_region(const Tensor &src, const Tensor &dst, int64_t offset) {
                            });
 }
 
+/// The indexing kernels of this file.
+enum class Ix { Gather, ScatterAdd, CopyRegion };
+
+/// Gather: out = x[.., index, ..] along `arg` (the dim). ScatterAdd:
+/// out[.., index, ..] += x along `arg`. CopyRegion: x into the region of
+/// out starting `arg` elements in (index undefined). One device, out contiguous.
+using IndexKernel = void(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out);
+dispatch::DispatchStub<IndexKernel> index_stub("indexing");
+
+void index_cpu(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out) {
+  switch (op) {
+  case Ix::Gather: gather_kernel(x, arg, index, out); break;
+  case Ix::ScatterAdd:
+    kernels::dispatch(out.dtype(), "scatter_add", [&](auto zero) {
+      scatter_add_kernel<decltype(zero)>(out, arg, index, x);
+    });
+    break;
+  case Ix::CopyRegion: copy_region(x, out, arg); break;
+  }
+}
+const dispatch::KernelRegistrar<IndexKernel> index_cpu_reg(index_stub, DeviceType::CPU, index_cpu);
 
 /// The gradient of a stepped slice: `g` (length L along d) spread to
 /// positions start, start+step, ... of a zero tensor of `in_shape`, built
 /// from cat/narrow so the backward is itself made of public ops.
 Tensor unslice(const Tensor &g, const Shape &in_shape, int64_t d, int64_t start, int64_t step) {
   const int64_t len = g.size(d);
-  if (len == 0) return zeros(in_shape, g.dtype());
+  if (len == 0) return zeros(in_shape, g.dtype(), g.device());
   Shape gap_shape = g.sizes();
   gap_shape.insert(gap_shape.begin() + d + 1, step - 1);
-  Tensor spread = cat({g.unsqueeze(d + 1), zeros(gap_shape, g.dtype())}, d + 1);  // [.., L, step, ..]
+  Tensor spread = cat({g.unsqueeze(d + 1), zeros(gap_shape, g.dtype(), g.device())}, d + 1);  // [.., L, step, ..]
   Shape flat = g.sizes();
   flat[d] = len * step;
   Tensor body = spread.reshape(flat).narrow(d, 0, (len - 1) * step + 1);
   Shape front = g.sizes(), back = g.sizes();
   front[d] = start;
   back[d] = in_shape[d] - start - body.size(d);
-  return cat({zeros(front, g.dtype()), body, zeros(back, g.dtype())}, d);
+  return cat({zeros(front, g.dtype(), g.device()), body, zeros(back, g.dtype(), g.device())}, d);
 }
 
 /// Output shape of cat, checking ranks and the non-cat sizes. Legacy 1-D
@@ -189,13 +209,14 @@ Tensor gather(const Tensor &a, int64_t dim_in, const Tensor &index) {
   check_index_dtype(index, "gather");
   const int64_t dim = wrap_dim(dim_in, a.dim(), "gather");
   check_index_shape(index, a, dim, /*all_dims=*/false, "gather", "input");
-  Tensor out = Tensor::empty(index.sizes(), a.dtype());
-  gather_kernel(a, dim, index, out);
+  const Device device = dispatch::common_device("gather", {&a, &index});
+  Tensor out = Tensor::empty(index.sizes(), a.dtype(), device);
+  index_stub("gather", device.type, Ix::Gather, a, index, dim, out);
   if (autograd::any_requires_grad({a})) {
     const Shape in_shape = a.sizes();
     autograd::record(out, "GatherBackward", {a}, {index},
                      [in_shape, dim](const TensorList &g, const TensorList &s) -> TensorList {
-                       return {scatter_add(zeros(in_shape, g[0].dtype()), dim, s[0], g[0])};
+                       return {scatter_add(zeros(in_shape, g[0].dtype(), g[0].device()), dim, s[0], g[0])};
                      });
   }
   return out;
@@ -213,12 +234,11 @@ Tensor scatter_add(const Tensor &a, int64_t dim_in, const Tensor &index, const T
   check_index_shape(index, a, dim, /*all_dims=*/false, "scatter_add", "input");
   check_index_shape(index, src, dim, /*all_dims=*/true, "scatter_add", "src");
   const DType compute = is_half(a.dtype()) ? kFloat32 : a.dtype();
+  const Device device = dispatch::common_device("scatter_add", {&a, &index, &src});
   Tensor x = a.to(compute), y = src.to(compute);
-  Tensor out = Tensor::empty(a.sizes(), compute);
+  Tensor out = Tensor::empty(a.sizes(), compute, device);
   kernels::copy_into_contiguous(x, out);
-  kernels::dispatch(compute, "scatter_add", [&](auto zero) {
-    scatter_add_kernel<decltype(zero)>(out, dim, index, y);
-  });
+  index_stub("scatter_add", device.type, Ix::ScatterAdd, y, index, dim, out);
   if (autograd::any_requires_grad({x, y})) {
     const Shape src_shape = src.sizes();
     autograd::record(out, "ScatterAddBackward", {x, y}, {index},
@@ -282,15 +302,16 @@ Tensor cat(const std::vector<Tensor> &tensors, int64_t dim) {
   const Shape out_shape = cat_shape(tensors, &dim, &used);
   DType dtype = tensors[0].dtype();
   for (const Tensor &t : tensors) dtype = promote_types(dtype, t.dtype());
-  if (used.empty()) return Tensor::empty(out_shape, dtype);
+  const Device device = dispatch::common_device("cat", tensors);
+  if (used.empty()) return Tensor::empty(out_shape, dtype, device);
   trace::GraphBreak graph_break("cat");  // not capturable: runs eagerly between compiled segments
   TensorList inputs;
   for (const Tensor &t : used) inputs.push_back(t.to(dtype));
-  Tensor out = Tensor::empty(out_shape, dtype);
+  Tensor out = Tensor::empty(out_shape, dtype, device);
   Shape lengths;
   int64_t offset = 0;
   for (const Tensor &t : inputs) {
-    copy_region(t, out, offset * out.stride(dim));
+    index_stub("cat", device.type, Ix::CopyRegion, t, Tensor(), offset * out.stride(dim), out);
     lengths.push_back(t.size(dim));
     offset += t.size(dim);
   }

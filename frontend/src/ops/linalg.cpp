@@ -3,6 +3,7 @@
 #include "kiln/ops.h"
 #include "kiln/runtime/Gemm.h"
 #include "gemm_utils.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "../trace.h"
 #include "../amp/autocast.h"
@@ -30,13 +31,12 @@ void dgemm(const Tensor &a, const Tensor &b, Tensor &out) {
     }
 }
 
-Tensor matmul_2d(const Tensor &a, const Tensor &b) {
-  KILN_CHECK(a.size(1) == b.size(0), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
-             " cannot be multiplied (", a.size(1), " != ", b.size(0), ")");
-  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype());
-  if (trace::skip_compute()) {
-    // lazy segment trace: the compiled segment computes it
-  } else if (a.dtype() == kFloat64)
+/// out = a x b for [M, K] x [K, N] operands of one compute dtype.
+using MmKernel = void(const Tensor &a, const Tensor &b, Tensor &out);
+dispatch::DispatchStub<MmKernel> mm_stub("matmul");
+
+void mm_cpu(const Tensor &a, const Tensor &b, Tensor &out) {
+  if (a.dtype() == kFloat64)
     dgemm(a, b, out);
   else if (a.dtype() == kBFloat16 || a.dtype() == kFloat16)  // gemm::compute_type chose the native 16-bit GEMM
     gemm::guarded("matmul", a, b, [&] {
@@ -45,6 +45,14 @@ Tensor matmul_2d(const Tensor &a, const Tensor &b) {
   else
     gemm::guarded("matmul", a, b,
                   [&] { runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1)); });
+}
+const dispatch::KernelRegistrar<MmKernel> mm_cpu_reg(mm_stub, DeviceType::CPU, mm_cpu);
+
+Tensor matmul_2d(const Tensor &a, const Tensor &b) {
+  KILN_CHECK(a.size(1) == b.size(0), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+             " cannot be multiplied (", a.size(1), " != ", b.size(0), ")");
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+  if (!trace::skip_compute()) mm_stub("matmul", a.device().type, a, b, out);  // lazy trace: the segment computes it
   trace::record(ir::OpKind::Matmul, {a, b}, out);
   if (autograd::any_requires_grad({a, b}))
     autograd::record(out, "MmBackward", {a, b}, {a, b},
@@ -79,6 +87,7 @@ Tensor matmul_batched(const Tensor &a, const Tensor &b) {
 Tensor matmul(const Tensor &a, const Tensor &b) {
   if (amp::detail::AutocastOp ac("matmul"); ac) return matmul(ac.cast(a), ac.cast(b));
   KILN_CHECK(a.defined() && b.defined(), "matmul: operand is an undefined tensor");
+  dispatch::common_device("matmul", {&a, &b});
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dimension, got shapes ",
              shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   KILN_CHECK(a.is_floating_point() && b.is_floating_point(), "matmul: expected floating point operands, got ",

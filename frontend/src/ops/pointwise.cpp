@@ -13,6 +13,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "../trace.h"
 #include "../amp/autocast.h"
@@ -28,11 +29,9 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
 
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 
-/// Throws unless `a` is a defined cpu tensor of a non-bool dtype.
+/// Throws unless `a` is a defined tensor of a non-bool dtype.
 void check_input(const Tensor &a, const char *op) {
   KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
-  KILN_CHECK(a.device().is_cpu(), op, ": input is on ", a.device().str(),
-             "; only cpu tensors are supported in this build");
   KILN_CHECK(a.dtype() != kBool, op, ": not supported for bool tensors; convert with .to(kiln::kFloat32) first");
 }
 
@@ -46,8 +45,7 @@ DType float_compute(DType t) { return t == kFloat64 ? kFloat64 : kFloat32; }
 Tensor to_result(const Tensor &out, DType result) { return out.dtype() == result ? out : out.to(result); }
 
 /// out[i] = f(x[i]) for a strided x of a compute dtype; out contiguous, same dtype.
-template <class F> Tensor map_elements(const Tensor &x, const char *op, F f) {
-  Tensor out = Tensor::empty(x.sizes(), x.dtype());
+template <class F> void map_cpu(const Tensor &x, const Tensor &out, const char *op, F f) {
   kernels::dispatch(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     const T *in = reinterpret_cast<const T *>(kernels::storage_base(x));
@@ -62,6 +60,36 @@ template <class F> Tensor map_elements(const Tensor &x, const char *op, F f) {
         for (int64_t i = 0; i < n; ++i) z[i] = static_cast<T>(f(row[i * st[0]]));
     });
   });
+}
+
+/// The primitive kernels of this file.
+enum class Pw { Abs, Rsqrt, Tanh, Sin, Cos, NormalCdf };
+
+/// out = op(x) (same shape, x's compute dtype, out contiguous).
+using PointwiseKernel = void(Pw op, const char *name, const Tensor &x, const Tensor &out);
+dispatch::DispatchStub<PointwiseKernel> pointwise_stub("pointwise math");
+
+void pointwise_cpu(Pw op, const char *name, const Tensor &x, const Tensor &out) {
+  switch (op) {
+  case Pw::Abs: map_cpu(x, out, name, [](auto v) { return std::abs(v); }); break;
+  case Pw::Rsqrt: map_cpu(x, out, name, [](auto v) { return decltype(v)(1) / std::sqrt(v); }); break;
+  case Pw::Tanh: map_cpu(x, out, name, [](auto v) { return std::tanh(v); }); break;
+  case Pw::Sin: map_cpu(x, out, name, [](auto v) { return std::sin(v); }); break;
+  case Pw::Cos: map_cpu(x, out, name, [](auto v) { return std::cos(v); }); break;
+  case Pw::NormalCdf:
+    map_cpu(x, out, name, [](auto v) {
+      using T = decltype(v);
+      return T(0.5) * std::erfc(-v * T(kSqrt1_2));
+    });
+    break;
+  }
+}
+const dispatch::KernelRegistrar<PointwiseKernel> pointwise_cpu_reg(pointwise_stub, DeviceType::CPU, pointwise_cpu);
+
+/// op(x) into a new contiguous tensor on x's device.
+Tensor map_elements(const Tensor &x, const char *name, Pw op) {
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  pointwise_stub(name, x.device().type, op, name, x, out);
   return out;
 }
 
@@ -71,7 +99,7 @@ struct Computed {
 };
 
 /// Checks `a`, converts it to the float compute dtype and runs f on it.
-template <class F> Computed run_float_kernel(const Tensor &a, const char *op, ir::OpKind kind, F f) {
+Computed run_float_kernel(const Tensor &a, const char *op, ir::OpKind kind, Pw f) {
   check_input(a, op);
   Tensor x = a.to(float_compute(a.dtype()));
   Tensor out = map_elements(x, op, f);
@@ -83,10 +111,7 @@ template <class F> Computed run_float_kernel(const Tensor &a, const char *op, ir
 /// tail accurate), in the compute dtype. Backward: phi(x) = exp(-x^2/2) / sqrt(2 pi).
 Tensor normal_cdf(const Tensor &x) {
   trace::GraphBreak graph_break("gelu");  // not capturable: runs eagerly between compiled segments
-  Tensor out = map_elements(x, "gelu", [](auto v) {
-    using T = decltype(v);
-    return T(0.5) * std::erfc(-v * T(kSqrt1_2));
-  });
+  Tensor out = map_elements(x, "gelu", Pw::NormalCdf);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "NormalCdfBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       return {g[0] * exp(s[0] * s[0] * -0.5) * kInvSqrt2Pi};
@@ -105,7 +130,7 @@ Tensor abs(const Tensor &a) {
   check_input(a, "abs");
   // Integers stay integers (as torch.abs); 16-bit floats compute in float32.
   Tensor x = a.to(is_half(a.dtype()) ? kFloat32 : a.dtype());
-  Tensor out = map_elements(x, "abs", [](auto v) { return std::abs(v); });
+  Tensor out = map_elements(x, "abs", Pw::Abs);
   trace::record(ir::OpKind::Abs, {x}, out);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "AbsBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
@@ -119,7 +144,7 @@ Tensor abs(const Tensor &a) {
 
 Tensor rsqrt(const Tensor &a) {
   if (amp::detail::AutocastOp ac("rsqrt"); ac) return rsqrt(ac.cast(a));
-  auto [x, out] = run_float_kernel(a, "rsqrt", ir::OpKind::Rsqrt, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+  auto [x, out] = run_float_kernel(a, "rsqrt", ir::OpKind::Rsqrt, Pw::Rsqrt);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "RsqrtBackward", {x}, {out.detach()},
                      [](const TensorList &g, const TensorList &s) -> TensorList {
@@ -129,7 +154,7 @@ Tensor rsqrt(const Tensor &a) {
 }
 
 Tensor tanh(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "tanh", ir::OpKind::Tanh, [](auto v) { return std::tanh(v); });
+  auto [x, out] = run_float_kernel(a, "tanh", ir::OpKind::Tanh, Pw::Tanh);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "TanhBackward", {x}, {out.detach()},
                      [](const TensorList &g, const TensorList &s) -> TensorList {
@@ -139,7 +164,7 @@ Tensor tanh(const Tensor &a) {
 }
 
 Tensor sin(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "sin", ir::OpKind::Sin, [](auto v) { return std::sin(v); });
+  auto [x, out] = run_float_kernel(a, "sin", ir::OpKind::Sin, Pw::Sin);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "SinBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       return {g[0] * cos(s[0])};
@@ -148,7 +173,7 @@ Tensor sin(const Tensor &a) {
 }
 
 Tensor cos(const Tensor &a) {
-  auto [x, out] = run_float_kernel(a, "cos", ir::OpKind::Cos, [](auto v) { return std::cos(v); });
+  auto [x, out] = run_float_kernel(a, "cos", ir::OpKind::Cos, Pw::Cos);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "CosBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
       return {-(g[0] * sin(s[0]))};

@@ -4,6 +4,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "shape_utils.h"
 #include "../trace.h"
@@ -44,7 +45,7 @@ Tensor reduction_layout(const Tensor &x, const Shape &dims, int64_t *inner) {
     p = Tensor(impl);
   }
   if (p.is_contiguous()) return p;
-  Tensor c = Tensor::empty(p.sizes(), p.dtype());
+  Tensor c = Tensor::empty(p.sizes(), p.dtype(), p.device());
   kernels::copy_into_contiguous(p, c);
   return c;
 }
@@ -57,21 +58,14 @@ Tensor expand_reduced(const Tensor &g, const Shape &in_shape, const Shape &dims,
 
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 
-}  // namespace
+/// Reduces each contiguous block of `inner` elements of `c` into one element of out.
+enum class Red { Sum, Max, ArgMax };
+using ReduceKernel = void(Red op, const Tensor &c, int64_t inner, const Tensor &out);
+dispatch::DispatchStub<ReduceKernel> reduce_stub("reduction");
 
-Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
-  if (amp::detail::AutocastOp ac("sum"); ac) return sum(ac.cast(a), dims_in, keepdim);
-  KILN_CHECK(a.defined(), "sum: input is an undefined tensor");
-  if (is_half(a.dtype())) return sum(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
-  Shape dims = normalize_dims(a, dims_in, "sum");
-  // Integer and bool sums accumulate in int64 (as torch.sum); floats keep their type.
-  const DType out_type = a.is_floating_point() ? a.dtype() : kInt64;
-  Tensor x = a.to(out_type);
-  int64_t inner = 1;
-  Tensor c = reduction_layout(x, dims, &inner);
-  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), out_type);
+void sum_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
   const int64_t outer = out.numel();
-  kernels::dispatch(out_type, "sum", [&](auto zero) {
+  kernels::dispatch(out.dtype(), "sum", [&](auto zero) {
     using T = decltype(zero);
     const T *p = static_cast<const T *>(c.raw_data());
     T *o = static_cast<T *>(out.raw_data());
@@ -86,6 +80,72 @@ Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
       for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_sum(p + i * inner, inner, /*parallel=*/false);
     });
   });
+}
+
+void amax_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
+  const int64_t outer = out.numel();
+  kernels::dispatch(out.dtype(), "amax", [&](auto zero) {
+    using T = decltype(zero);
+    const T *p = static_cast<const T *>(c.raw_data());
+    T *o = static_cast<T *>(out.raw_data());
+    // NaN propagates (as torch.amax); an all -inf row gives -inf.
+    if (outer == 1 && inner > kernels::kSumChunk) {
+      const int64_t chunks = (inner + kernels::kSumChunk - 1) / kernels::kSumChunk;
+      std::vector<T> part(static_cast<size_t>(chunks));
+      kernels::parallel_for(chunks, 1, inner, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k)
+          part[k] = kernels::contiguous_max(p + k * kernels::kSumChunk,
+                                            std::min(kernels::kSumChunk, inner - k * kernels::kSumChunk));
+      });
+      T m = part[0];
+      for (int64_t k = 1; k < chunks; ++k) m = kernels::max_propagate(m, part[k]);
+      o[0] = m;
+      return;
+    }
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kernels::kSumChunk / inner);
+    kernels::parallel_for(outer, rows_per_chunk, outer * inner, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_max(p + i * inner, inner);
+    });
+  });
+}
+
+void argmax_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
+  const double *p = c.data_ptr<double>();
+  int64_t *o = out.data_ptr<int64_t>();
+  // The first NaN wins (as torch.argmax and Kiln's max(x, dim).indices);
+  // ties keep the first index.
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double *row = p + i * inner;
+    int64_t best = 0;
+    for (int64_t j = 1; j < inner && row[best] == row[best]; ++j)
+      if (row[j] > row[best] || row[j] != row[j]) best = j;
+    o[i] = best;
+  }
+}
+
+void reduce_cpu(Red op, const Tensor &c, int64_t inner, const Tensor &out) {
+  switch (op) {
+  case Red::Sum: sum_cpu(c, inner, out); break;
+  case Red::Max: amax_cpu(c, inner, out); break;
+  case Red::ArgMax: argmax_cpu(c, inner, out); break;
+  }
+}
+const dispatch::KernelRegistrar<ReduceKernel> reduce_cpu_reg(reduce_stub, DeviceType::CPU, reduce_cpu);
+
+}  // namespace
+
+Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
+  if (amp::detail::AutocastOp ac("sum"); ac) return sum(ac.cast(a), dims_in, keepdim);
+  KILN_CHECK(a.defined(), "sum: input is an undefined tensor");
+  if (is_half(a.dtype())) return sum(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
+  Shape dims = normalize_dims(a, dims_in, "sum");
+  // Integer and bool sums accumulate in int64 (as torch.sum); floats keep their type.
+  const DType out_type = a.is_floating_point() ? a.dtype() : kInt64;
+  Tensor x = a.to(out_type);
+  int64_t inner = 1;
+  Tensor c = reduction_layout(x, dims, &inner);
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), out_type, a.device());
+  reduce_stub("sum", x.device().type, Red::Sum, c, inner, out);
   trace::Attrs attrs;
   attrs.ints = dims;
   attrs.keepdim = keepdim;
@@ -121,31 +181,8 @@ Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
   KILN_CHECK(a.dtype() != kBool, "amax: bool input is not supported; convert with .to() first");
   int64_t inner = 1;
   Tensor c = reduction_layout(a, dims, &inner);
-  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), a.dtype());
-  const int64_t outer = out.numel();
-  kernels::dispatch(a.dtype(), "amax", [&](auto zero) {
-    using T = decltype(zero);
-    const T *p = static_cast<const T *>(c.raw_data());
-    T *o = static_cast<T *>(out.raw_data());
-    // NaN propagates (as torch.amax); an all -inf row gives -inf.
-    if (outer == 1 && inner > kernels::kSumChunk) {
-      const int64_t chunks = (inner + kernels::kSumChunk - 1) / kernels::kSumChunk;
-      std::vector<T> part(static_cast<size_t>(chunks));
-      kernels::parallel_for(chunks, 1, inner, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k)
-          part[k] = kernels::contiguous_max(p + k * kernels::kSumChunk,
-                                            std::min(kernels::kSumChunk, inner - k * kernels::kSumChunk));
-      });
-      T m = part[0];
-      for (int64_t k = 1; k < chunks; ++k) m = kernels::max_propagate(m, part[k]);
-      o[0] = m;
-      return;
-    }
-    const int64_t rows_per_chunk = std::max<int64_t>(1, kernels::kSumChunk / inner);
-    kernels::parallel_for(outer, rows_per_chunk, outer * inner, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_max(p + i * inner, inner);
-    });
-  });
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), a.dtype(), a.device());
+  reduce_stub("amax", a.device().type, Red::Max, c, inner, out);
   trace::Attrs attrs;
   attrs.ints = dims;
   attrs.keepdim = keepdim;
@@ -178,18 +215,8 @@ Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) {
   }
   int64_t inner = 1;
   Tensor c = reduction_layout(x, dims, &inner);
-  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64);
-  const double *p = c.data_ptr<double>();
-  int64_t *o = out.data_ptr<int64_t>();
-  // The first NaN wins (as torch.argmax and Kiln's max(x, dim).indices);
-  // ties keep the first index.
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const double *row = p + i * inner;
-    int64_t best = 0;
-    for (int64_t j = 1; j < inner && row[best] == row[best]; ++j)
-      if (row[j] > row[best] || row[j] != row[j]) best = j;
-    o[i] = best;
-  }
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64, a.device());
+  reduce_stub("argmax", a.device().type, Red::ArgMax, c, inner, out);
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "shape_utils.h"
 #include "../trace.h"
@@ -28,8 +29,6 @@ bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 
 void check_input(const Tensor &a, const char *op) {
   KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
-  KILN_CHECK(a.device().is_cpu(), op, ": input is on ", a.device().str(),
-             "; only cpu tensors are supported in this build");
 }
 
 
@@ -107,6 +106,15 @@ Tensor place_at_indices(const Tensor &g, const Tensor &indices, const Shape &in_
   return where(hit, g, zeros({}, g.dtype()));
 }
 
+/// The scans along one dim: max/min with indices, cumsum.
+enum class Scan { Max, Min, Cumsum };
+
+/// Scans x along `dim`: Max/Min write `values` and `indices` (x's shape with
+/// dim of size 1), Cumsum writes `values` (x's shape); all contiguous.
+using ScanKernel = void(Scan op, const char *name, const Tensor &x, int64_t dim, const Tensor &values,
+                        const Tensor &indices);
+dispatch::DispatchStub<ScanKernel> scan_stub("scan");
+
 /// torch.max/min(a, dim): values and int64 indices.
 std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim, bool is_max) {
   trace::GraphBreak graph_break((is_max ? "max" : "min"));  // not capturable: runs eagerly between compiled segments
@@ -121,13 +129,9 @@ std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim,
   Tensor x = a.to(compute);
   Shape keep_shape = a.sizes();
   keep_shape[dim] = 1;
-  Tensor values = Tensor::empty(keep_shape, compute);
-  Tensor indices = Tensor::empty(keep_shape, kInt64);
-  kernels::dispatch(compute, op, [&](auto zero) {
-    using T = decltype(zero);
-    if (is_max) scan_extreme<true, T>(x, dim, values, indices);
-    else scan_extreme<false, T>(x, dim, values, indices);
-  });
+  Tensor values = Tensor::empty(keep_shape, compute, x.device());
+  Tensor indices = Tensor::empty(keep_shape, kInt64, x.device());
+  scan_stub(op, x.device().type, is_max ? Scan::Max : Scan::Min, op, x, dim, values, indices);
   if (autograd::any_requires_grad({x})) {
     const Shape in_shape = a.sizes();
     autograd::record(values, is_max ? "MaxBackward" : "MinBackward", {x}, {indices},
@@ -157,6 +161,18 @@ template <class T> void scan_cumsum(const Tensor &x, int64_t dim, const Tensor &
                              }
                            });
 }
+
+void scan_cpu(Scan op, const char *name, const Tensor &x, int64_t dim, const Tensor &values, const Tensor &indices) {
+  kernels::dispatch(x.dtype(), name, [&](auto zero) {
+    using T = decltype(zero);
+    switch (op) {
+    case Scan::Max: scan_extreme<true, T>(x, dim, values, indices); break;
+    case Scan::Min: scan_extreme<false, T>(x, dim, values, indices); break;
+    case Scan::Cumsum: scan_cumsum<T>(x, dim, values); break;
+    }
+  });
+}
+const dispatch::KernelRegistrar<ScanKernel> scan_cpu_reg(scan_stub, DeviceType::CPU, scan_cpu);
 
 /// Variance over `dims` as sum((x - mean)^2) / max(0, N - correction), in
 /// the compute dtype (float64 stays, everything else float32).
@@ -222,8 +238,8 @@ Tensor cumsum(const Tensor &a, int64_t dim_in) {
   // Integers and bool accumulate into int64 (as torch.cumsum); 16-bit floats in float32.
   const DType result = a.is_floating_point() ? a.dtype() : kInt64;
   Tensor x = a.to(is_half(result) ? kFloat32 : result);
-  Tensor out = Tensor::empty(x.sizes(), x.dtype());
-  kernels::dispatch(x.dtype(), "cumsum", [&](auto zero) { scan_cumsum<decltype(zero)>(x, dim, out); });
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  scan_stub("cumsum", x.device().type, Scan::Cumsum, "cumsum", x, dim, out, Tensor());
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "CumsumBackward", {x}, {}, [dim](const TensorList &g, const TensorList &) -> TensorList {
       // The reversed prefix sum sum_{j >= i} g_j = total - cumsum(g)_i + g_i.

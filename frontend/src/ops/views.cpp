@@ -1,13 +1,16 @@
 // View and layout ops: view, reshape, transpose, permute, expand, narrow,
-// unsqueeze/squeeze/flatten, contiguous, clone, to(dtype).
+// unsqueeze/squeeze/flatten, contiguous, clone, to(dtype), to(device); the
+// copy/convert kernel table.
 #include <algorithm>
 #include <numeric>
 #include <optional>
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "shape_utils.h"
+#include "../backend.h"
 #include "../trace.h"
 
 namespace kiln {
@@ -252,10 +255,19 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return reshape(s);
 }
 
-namespace kernels {
+namespace {
 
-void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
-  if (trace::lazy_value(src)) return;  // no data yet: the compiled segment gives dst its value
+using kernels::for_each_row;
+using kernels::load_as_double;
+using kernels::storage_base;
+using kernels::store_from_double;
+
+/// The copy/convert kernel: `src` (any layout, any dtype) into the
+/// contiguous `dst` of the same shape, on one device.
+using CopyKernel = void(const Tensor &src, const Tensor &dst);
+dispatch::DispatchStub<CopyKernel> copy_stub("copy/convert");
+
+void copy_cpu(const Tensor &src, const Tensor &dst) {
   const char *sbase = storage_base(src);
   char *dbase = static_cast<char *>(dst.raw_data());
   const DType st = src.dtype(), dt = dst.dtype();
@@ -280,13 +292,41 @@ void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
                       store_from_double(dbase, dt, w, load_as_double(sbase, st, off[0] + i * s[0]));
                   });
 }
+const dispatch::KernelRegistrar<CopyKernel> copy_cpu_reg(copy_stub, DeviceType::CPU, copy_cpu);
+
+/// Copies the bytes of the contiguous `src` into the contiguous `dst` (same
+/// dtype and size) on another device, through the non-cpu side's backend;
+/// between two non-cpu devices, through a host buffer.
+void copy_across_devices(const Tensor &src, const Tensor &dst) {
+  const size_t nbytes = static_cast<size_t>(src.numel()) * itemsize(src.dtype());
+  const Device sd = src.device(), dd = dst.device();
+  if (sd.is_cpu() || dd.is_cpu()) {
+    runtime::DeviceBackend &backend = backend_of(sd.is_cpu() ? dd : sd, "to");
+    backend.copy(dst.raw_data(), dd, src.raw_data(), sd, nbytes);
+    return;
+  }
+  Tensor host = Tensor::empty(src.sizes(), src.dtype());
+  copy_across_devices(src, host);
+  copy_across_devices(host, dst);
+}
+
+}  // namespace
+
+namespace kernels {
+
+void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
+  if (trace::lazy_value(src)) return;  // no data yet: the compiled segment gives dst its value
+  KILN_CHECK(src.device() == dst.device(), "copy: expected all tensors on the same device, got ", src.device().str(),
+             " and ", dst.device().str());
+  copy_stub("copy", dst.device().type, src, dst);
+}
 
 }  // namespace kernels
 
 /// A contiguous copy with element type `dtype`; autograd passes the gradient
 /// through (converted back to the source type).
 static Tensor copy_as(const Tensor &self, DType dtype, const char *name) {
-  Tensor out = Tensor::empty(self.sizes(), dtype);
+  Tensor out = Tensor::empty(self.sizes(), dtype, self.device());
   kernels::copy_into_contiguous(self, out);
   if (dtype == self.dtype())
     trace::alias(self, out);
@@ -305,5 +345,25 @@ static Tensor copy_as(const Tensor &self, DType dtype, const char *name) {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : copy_as(*this, dtype(), "CloneBackward"); }
 Tensor Tensor::clone() const { return copy_as(*this, dtype(), "CloneBackward"); }
 Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : copy_as(*this, dtype, "ToCopyBackward"); }
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  trace::GraphBreak graph_break("to");  // a device copy is not captured: runs eagerly
+  Tensor src = contiguous();
+  Tensor out = Tensor::empty(sizes(), dtype(), device);
+  if (!trace::skip_compute()) copy_across_devices(src, out);
+  if (autograd::any_requires_grad({src}) && is_floating_point()) {
+    const Device source = this->device();
+    autograd::record(out, "ToCopyBackward", {src}, {},
+                     [source](const autograd::TensorList &g, const autograd::TensorList &) -> autograd::TensorList {
+      return {g[0].to(source)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device device, DType dtype) const { return to(dtype).to(device); }
+
+Tensor Tensor::cpu() const { return to(kCPU); }
 
 }  // namespace kiln

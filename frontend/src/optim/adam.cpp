@@ -1,10 +1,12 @@
 // Adam (L2 weight decay, amsgrad) and AdamW (decoupled weight decay): one
-// fused float32 loop per parameter, as torch.optim's single-tensor path.
+// fused float32 kernel per parameter (the "adam step" table, looked up by the
+// parameter's device), as torch.optim's single-tensor path.
 #include <cmath>
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
+#include "ops/dispatch.h"
 #include "optim/update_utils.h"
 
 namespace kiln::optim {
@@ -26,15 +28,21 @@ void check_adam(const char *name, double lr, double b1, double b2, double eps, d
 
 Tensor &state_tensor(std::map<std::string, Tensor> &st, const char *name, const Tensor &p) {
   Tensor &t = st[name];
-  if (!t.defined()) t = zeros(p.sizes());
+  if (!t.defined()) t = zeros(p.sizes(), kFloat32, p.device());
   return t;
 }
 
-void adam_update(Tensor &p, const Tensor &grad, std::map<std::string, Tensor> &st, const AdamStep &h) {
-  const double step = increment_step(st);
-  float *m = state_tensor(st, "exp_avg", p).data_ptr<float>();
-  float *v = state_tensor(st, "exp_avg_sq", p).data_ptr<float>();
-  float *vmax = h.amsgrad ? state_tensor(st, "max_exp_avg_sq", p).data_ptr<float>() : nullptr;
+/// One Adam step at step count `step` on the contiguous float32 p (in place)
+/// with gradient `grad` and state m, v (and vmax when h.amsgrad; else undefined).
+using AdamKernel = void(const AdamStep &h, double step, const Tensor &p, const Tensor &grad, const Tensor &m_t,
+                        const Tensor &v_t, const Tensor &vmax_t);
+dispatch::DispatchStub<AdamKernel> adam_stub("adam step");
+
+void adam_cpu(const AdamStep &h, double step, const Tensor &p, const Tensor &grad, const Tensor &m_t,
+              const Tensor &v_t, const Tensor &vmax_t) {
+  float *m = m_t.data_ptr<float>();
+  float *v = v_t.data_ptr<float>();
+  float *vmax = vmax_t.defined() ? vmax_t.data_ptr<float>() : nullptr;
   const double bias1 = 1.0 - std::pow(h.beta1, step);
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, step));
   const float step_size = static_cast<float>(h.lr / bias1), bc2 = static_cast<float>(bias2_sqrt);
@@ -57,6 +65,16 @@ void adam_update(Tensor &p, const Tensor &grad, std::map<std::string, Tensor> &s
     const float denom = std::sqrt(second) / bc2 + eps;
     w[j] -= step_size * (m[j] / denom);
   }
+}
+const dispatch::KernelRegistrar<AdamKernel> adam_cpu_reg(adam_stub, DeviceType::CPU, adam_cpu);
+
+void adam_update(Tensor &p, const Tensor &grad, std::map<std::string, Tensor> &st, const AdamStep &h) {
+  const double step = increment_step(st);
+  const Tensor &m = state_tensor(st, "exp_avg", p);
+  const Tensor &v = state_tensor(st, "exp_avg_sq", p);
+  const Tensor vmax = h.amsgrad ? state_tensor(st, "max_exp_avg_sq", p) : Tensor();
+  dispatch::common_device("Adam", {&p, &grad, &m, &v, &vmax});
+  adam_stub("Adam", p.device().type, h, step, p, grad, m, v, vmax);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/autograd.h"
+#include "kiln/ops.h"
 #include "kiln/optim.h"
 
 namespace kiln::nn::utils {
@@ -15,12 +16,9 @@ void clip_grad_value_(const std::vector<Tensor> &parameters, double clip_value) 
   for (const Tensor &p : parameters) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    // A contiguous float32 gradient is clamped in place; anything else
-    // (strided views, 16-bit dtypes) through a float32 copy written back.
-    Tensor dense = g.to(kFloat32).contiguous();
-    float *d = dense.data_ptr<float>();
-    for (int64_t j = 0, n = dense.numel(); j < n; ++j) d[j] = std::min(std::max(d[j], lo), hi);
-    if (dense.impl() != g.impl()) g.copy_(dense);
+    // Clamped in float32 (kiln::clamp: the bounds rounded to float32, NaN
+    // kept) on the gradient's device, written back in place.
+    g.copy_(clamp(g.to(kFloat32), lo, hi));
   }
 }
 

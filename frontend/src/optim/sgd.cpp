@@ -2,6 +2,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
+#include "ops/dispatch.h"
 #include "optim/update_utils.h"
 
 namespace kiln::optim {
@@ -28,34 +29,61 @@ void SGD::check_options(const OptimizerOptions &options) const {
              " and dampening ", o.dampening_);
 }
 
+namespace {
+
+/// Hyperparameters of one SGD update (float32, as the kernel computes).
+struct SgdStep {
+  float lr, wd, mom, one_minus_damp;
+  bool nesterov;
+};
+
+/// One SGD step on the contiguous float32 p (in place) with gradient g; with
+/// momentum, `buffer` is the momentum buffer (`first`: this step creates it).
+using SgdKernel = void(const SgdStep &h, const Tensor &p, const Tensor &g, const Tensor &buffer, bool first);
+dispatch::DispatchStub<SgdKernel> sgd_stub("sgd step");
+
+void sgd_cpu(const SgdStep &h, const Tensor &p, const Tensor &g, const Tensor &buffer, bool first) {
+  float *w = p.data_ptr<float>();
+  const float *gp = g.data_ptr<float>();
+  const int64_t n = p.numel();
+  const float lr = h.lr, wd = h.wd, mom = h.mom, one_minus_damp = h.one_minus_damp;
+  if (mom == 0.0f) {
+    for (int64_t j = 0; j < n; ++j) w[j] -= lr * (gp[j] + wd * w[j]);
+    return;
+  }
+  float *buf = buffer.data_ptr<float>();
+  for (int64_t j = 0; j < n; ++j) {
+    const float d = gp[j] + wd * w[j];
+    buf[j] = first ? d : mom * buf[j] + one_minus_damp * d;
+    const float update = h.nesterov ? d + mom * buf[j] : buf[j];
+    w[j] -= lr * update;
+  }
+}
+const dispatch::KernelRegistrar<SgdKernel> sgd_cpu_reg(sgd_stub, DeviceType::CPU, sgd_cpu);
+
+}  // namespace
+
 void SGD::step() {
   NoGradGuard no_grad;
   size_t index = 0;
   for (ParamGroup &group : param_groups()) {
     const auto &o = group.options_as<SGDOptions>();
-    const float lr = static_cast<float>(o.lr_), wd = static_cast<float>(o.weight_decay_);
-    const float mom = static_cast<float>(o.momentum_), one_minus_damp = static_cast<float>(1.0 - o.dampening_);
+    const SgdStep h{static_cast<float>(o.lr_), static_cast<float>(o.weight_decay_), static_cast<float>(o.momentum_),
+                    static_cast<float>(1.0 - o.dampening_), o.nesterov_};
     for (Tensor &p : group.params) {
       std::map<std::string, Tensor> &st = state(index++);
       if (!p.grad().defined()) continue;
       Tensor g = dense_grad(p);
-      float *w = p.data_ptr<float>();
-      const float *gp = g.data_ptr<float>();
-      const int64_t n = p.numel();
-      if (mom == 0.0f) {
-        for (int64_t j = 0; j < n; ++j) w[j] -= lr * (gp[j] + wd * w[j]);
-        continue;
+      Tensor buffer;
+      bool first = false;
+      if (h.mom != 0.0f) {
+        Tensor &b = st["momentum_buffer"];
+        first = !b.defined();
+        if (first) b = zeros(p.sizes(), kFloat32, p.device());
+        buffer = b;
       }
-      Tensor &buffer = st["momentum_buffer"];
-      const bool first = !buffer.defined();
-      if (first) buffer = zeros(p.sizes());
-      float *buf = buffer.data_ptr<float>();
-      for (int64_t j = 0; j < n; ++j) {
-        const float d = gp[j] + wd * w[j];
-        buf[j] = first ? d : mom * buf[j] + one_minus_damp * d;
-        const float update = o.nesterov_ ? d + mom * buf[j] : buf[j];
-        w[j] -= lr * update;
-      }
+      dispatch::common_device("SGD", {&p, &g, &buffer});
+      sgd_stub("SGD", p.device().type, h, p, g, buffer, first);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include "kiln/runtime/DeviceBackend.h"
 #include "kiln/serialize.h"
 #include "serialize/atomic_file.h"
 #include "serialize/json_depth.h"
@@ -81,13 +82,11 @@ std::vector<Planned> plan_layout(const std::string &path, const NamedTensors &te
   uint64_t offset = 0;
   for (const auto &[name, t] : tensors) {
     KILN_CHECK(t.defined(), "save: '", path, "': tensor '", name, "' is undefined; pass defined tensors only");
-    KILN_CHECK(t.device().is_cpu(), "save: '", path, "': tensor '", name, "' is on ", t.device().str(),
-               "; only cpu tensors can be saved");
     KILN_CHECK(name != "__metadata__", "save: '", path,
                "': '__metadata__' is reserved by safetensors; rename the tensor");
     for (const Planned &p : out)
       KILN_CHECK(p.name != name, "save: '", path, "': two tensors are named '", name, "'; names must be unique");
-    Tensor data = t.detach().contiguous();
+    Tensor data = t.detach().cpu().contiguous();  // a device tensor is copied to the host first (as torch.save)
     const uint64_t nbytes = static_cast<uint64_t>(data.numel()) * itemsize(data.dtype());
     out.push_back({name, data, offset, offset + nbytes});
     offset += nbytes;
@@ -377,8 +376,8 @@ void save(const std::string &path, const NamedTensors &tensors, const std::map<s
 }
 
 LoadedTensors load(const std::string &path, Device map_location) {
-  KILN_CHECK(map_location.is_cpu(), "load: '", path, "': map_location ", map_location.str(),
-             " is not available in this build (CPU only); pass kCPU");
+  KILN_CHECK(runtime::find_backend(map_location.type) != nullptr, "load: '", path, "': map_location ",
+             map_location.str(), " is not available (no backend is registered for it); pass kCPU");
   Reader in(path);
   Header h = read_header(path, in);
   LoadedTensors out;
@@ -394,6 +393,7 @@ LoadedTensors load(const std::string &path, Device map_location) {
   for (size_t i = 0; i < h.entries.size(); ++i)
     if (h.entries[i].dtype == kBool)
       check_bool_bytes(path, h.entries[i], out.tensors[i].second);
+  for (auto &named : out.tensors) named.second = named.second.to(map_location);  // read on the host, then placed
   for (auto &[k, v] : h.metadata) {
     if (k == "kiln.checkpoint")
       out.checkpoint_json = v;

@@ -1,0 +1,79 @@
+// The kernel tables' registry and the same-device check (dispatch.h).
+#include "dispatch.h"
+
+#include "../backend.h"
+
+namespace kiln::dispatch {
+namespace {
+
+/// Head of the list of tables that hold at least one kernel (zero-initialized
+/// before any registrar runs).
+StubBase *g_stubs = nullptr;
+
+size_t slot(DeviceType type) { return static_cast<size_t>(type); }
+
+}  // namespace
+
+void StubBase::set(DeviceType type, AnyFn fn) {
+  table_[slot(type)] = fn;
+  if (linked_) return;
+  linked_ = true;
+  next_ = g_stubs;
+  g_stubs = this;
+}
+
+StubBase::AnyFn StubBase::get(const char *op, DeviceType type) const {
+  AnyFn fn = table_[slot(type)];
+  KILN_CHECK(fn != nullptr, op, ": no ", device_type_name(type), " kernel for the ", family_,
+             " ops; register one for this device type (DispatchStub::register_kernel, frontend/src/ops/dispatch.h, "
+             "or register_cpu_kernels_for on a host-accessible device) or move the tensors to cpu with .cpu()");
+  return fn;
+}
+
+void register_cpu_kernels_for(DeviceType type) {
+  KILN_CHECK(type != DeviceType::CPU, "register_cpu_kernels_for: the cpu already has its kernels");
+  for (StubBase *s = g_stubs; s != nullptr; s = s->next_) s->table_[slot(type)] = s->table_[slot(DeviceType::CPU)];
+}
+
+void clear_kernels_for(DeviceType type) {
+  KILN_CHECK(type != DeviceType::CPU, "clear_kernels_for: the cpu kernels cannot be removed");
+  for (StubBase *s = g_stubs; s != nullptr; s = s->next_) s->table_[slot(type)] = nullptr;
+}
+
+static bool is_cpu_scalar(const Tensor &t) { return t.dim() == 0 && t.device().is_cpu(); }
+
+/// Folds `t` into the device found so far: `have` says whether one was,
+/// `scalar_only` whether it came from 0-d cpu scalars only (any device wins over those).
+static void join_device(const char *op, const Tensor &t, Device *device, bool *have, bool *scalar_only) {
+  if (!t.defined()) return;
+  const bool scalar = is_cpu_scalar(t);
+  if (!*have || (*scalar_only && !scalar)) {
+    *device = t.device();
+    *have = true;
+    *scalar_only = scalar;
+    return;
+  }
+  KILN_CHECK(scalar || t.device() == *device, op, ": expected all tensors on the same device, got ",
+             device->str(), " and ", t.device().str());
+}
+
+Device common_device(const char *op, std::initializer_list<const Tensor *> tensors) {
+  Device device = kCPU;
+  bool have = false, scalar_only = false;
+  for (const Tensor *t : tensors) join_device(op, *t, &device, &have, &scalar_only);
+  return device;
+}
+
+Device common_device(const char *op, const std::vector<Tensor> &tensors) {
+  Device device = kCPU;
+  bool have = false, scalar_only = false;
+  for (const Tensor &t : tensors) join_device(op, t, &device, &have, &scalar_only);
+  return device;
+}
+
+Tensor move_scalar(const Tensor &t, const Device &device) {
+  if (!t.defined() || t.device() == device) return t;
+  return t.to(device);
+}
+
+}  // namespace kiln::dispatch

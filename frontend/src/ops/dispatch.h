@@ -1,0 +1,99 @@
+// dispatch.h (internal) - per-op-family kernel tables looked up by device
+// (PyTorch's DispatchStub), and the one same-device check every op runs.
+//
+// An eager op does its checks, type promotion, autograd and trace record,
+// then calls the kernel of its op family for the device of its operands:
+//
+//   // in the op's .cpp (a table per op family, defined once):
+//   DispatchStub<BinaryKernel> binary_stub("elementwise binary");
+//   static void binary_cpu(Bin op, const Tensor &x, const Tensor &y, const Tensor &out) { ... }
+//   static const KernelRegistrar<BinaryKernel> reg(binary_stub, DeviceType::CPU, binary_cpu);
+//   // in the op:
+//   binary_stub("add", out.device().type, op, x, y, out);
+//
+// A device type without a kernel in the table throws kiln::Error naming the
+// op, the device and what to do. A host-accessible device (memory the host
+// reads through plain pointers: a test's checking device, a CUDA simulator)
+// can reuse every CPU kernel: register_cpu_kernels_for(type).
+#pragma once
+
+#include <cstddef>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+
+namespace kiln::dispatch {
+
+/// Number of DeviceType values (the table size).
+constexpr size_t kNumDeviceTypes = 3;
+
+/// The untyped part of a table: its family name, one slot per device type,
+/// and the link in the list of all tables (register_cpu_kernels_for walks it).
+class StubBase {
+public:
+  using AnyFn = void (*)();
+  constexpr explicit StubBase(const char *family) : family_(family) {}
+  StubBase(const StubBase &) = delete;
+  StubBase &operator=(const StubBase &) = delete;
+  const char *family() const { return family_; }
+
+protected:
+  /// Stores `fn` for `type` (null clears it) and links this table into the list.
+  void set(DeviceType type, AnyFn fn);
+  /// The kernel for `type`; throws the no-kernel error naming `op` when unset.
+  AnyFn get(const char *op, DeviceType type) const;
+
+private:
+  friend void register_cpu_kernels_for(DeviceType type);
+  friend void clear_kernels_for(DeviceType type);
+  const char *family_;
+  AnyFn table_[kNumDeviceTypes] = {};
+  StubBase *next_ = nullptr;
+  bool linked_ = false;
+};
+
+/// One op family's kernel table; `Fn` is the kernel's function type, e.g.
+/// `void(Bin, const Tensor &, const Tensor &, const Tensor &)`. Define it as
+/// a global (constant-initialized, so registrars in other files may run first).
+template <class Fn> class DispatchStub : public StubBase {
+public:
+  constexpr explicit DispatchStub(const char *family) : StubBase(family) {}
+  /// Sets the kernel of `type` (replacing any earlier one).
+  void register_kernel(DeviceType type, Fn *fn) { set(type, reinterpret_cast<AnyFn>(fn)); }
+  /// Runs the kernel of `type`; `op` names the op in the no-kernel error.
+  template <class... Args> decltype(auto) operator()(const char *op, DeviceType type, Args &&...args) const {
+    Fn *fn = reinterpret_cast<Fn *>(get(op, type));
+    return fn(std::forward<Args>(args)...);
+  }
+};
+
+/// Registers a kernel at start-up: `static const KernelRegistrar<Fn> r(stub, DeviceType::CPU, fn);`.
+template <class Fn> struct KernelRegistrar {
+  KernelRegistrar(DispatchStub<Fn> &stub, DeviceType type, Fn *fn) { stub.register_kernel(type, fn); }
+};
+
+/// Makes every CPU kernel of every table the kernel of `type` too. Only for
+/// host-accessible device types (the CPU kernels read and write memory
+/// through host pointers); throws kiln::Error for the CPU itself.
+void register_cpu_kernels_for(DeviceType type);
+
+/// Removes every kernel of `type` from every table (tests of the no-kernel
+/// error; the CPU cannot be cleared).
+void clear_kernels_for(DeviceType type);
+
+/// The one device check of every op: all defined tensors in `tensors` are on
+/// the same device, which is returned (kCPU when none is defined). A 0-d cpu
+/// tensor is a scalar and may join tensors of any device (as in PyTorch);
+/// move_scalar() then brings it over. Throws kiln::Error "add: expected all
+/// tensors on the same device, got cpu and cuda:0".
+Device common_device(const char *op, std::initializer_list<const Tensor *> tensors);
+Device common_device(const char *op, const std::vector<Tensor> &tensors);
+
+/// `t` on `device`: a 0-d cpu scalar is copied there (Tensor::to, so
+/// autograd and the tracer see it); any other tensor is returned as it is.
+Tensor move_scalar(const Tensor &t, const Device &device);
+
+}  // namespace kiln::dispatch
