@@ -100,8 +100,11 @@ std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const
 }
 
 codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
-                                        const CompileStats &stats) {
+                                        const CompileStats &stats, Device device) {
   codegen::CompileOptions copts;
+  copts.device = device;
+  for (const CustomPass &custom : options.custom_passes)
+    copts.custom_passes.push_back({custom.stage, custom.position == CustomPass::Position::After, custom.pipeline});
   copts.remat = options.remat;
   copts.memory_budget = options.memory_budget;
   copts.autocast = options.autocast;
@@ -109,6 +112,20 @@ codegen::CompileOptions codegen_options(const nn::Module &module, const CompileO
   if (!options.dump_ir_dir.empty())
     copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
   return copts;
+}
+
+Device compile_device(const Tensor &input, const nn::Module &module) {
+  const Device device = input.device();
+  auto check = [&](const Tensor &t, const char *kind, const std::string &name) {
+    KILN_CHECK(t.device() == device, "kiln::compile: expected the input and every parameter and buffer of ",
+               module.name(), " on one device, got ", device.str(), " (input) and ", t.device().str(), " (", kind,
+               " ", name, ")");
+  };
+  for (const auto &[name, p] : module.named_parameters()) check(p, "parameter", name);
+  for (const auto &[name, b] : module.named_buffers()) check(b, "buffer", name);
+  KILN_CHECK(codegen::hasCompileTarget(device.type), "kiln::compile: no compile target for device ", device.str(),
+             " (", module.name(), "'s input); codegen::register_target registers one, the CPU's is built in");
+  return device;
 }
 
 void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats) {
@@ -128,11 +145,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 /// Compiles a traced artifact with static shapes.
-void compile_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
+void compile_artifact_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
                     CompileStats &stats) {
   std::string error;
   auto start = std::chrono::steady_clock::now();
-  bool ok = codegen::compileGraph(artifact.traced, codegen_options(module, options, stats), &artifact.graph, &error);
+  bool ok = codegen::compileGraph(artifact.traced, codegen_options(module, options, stats, artifact.guard->key.device),
+                                  &artifact.graph, &error);
   KILN_CHECK(ok, "kiln::compile: compiling ", module.name(), " failed: ", error,
              "\nRun the model eagerly (without kiln::compile) to work around this, and set KILN_DUMP_IR=<dir> "
              "to see the IR.");

@@ -106,17 +106,22 @@ std::vector<Tensor> defined_gradients(const std::vector<Tensor> &grads, std::vec
 /// captured tensors, random draws and gradient positions (not compiled yet).
 std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward);
 
-/// codegen's options for one compile of `module` (remat, budget, autocast,
-/// the IR dump folder <dir>/<Module>-<n>).
+/// codegen's options for one compile of `module` on `device` (remat,
+/// budget, autocast, custom passes, the IR dump folder <dir>/<Module>-<n>).
 codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
-                                        const CompileStats &stats);
+                                        const CompileStats &stats, Device device);
+
+/// The device a compiled graph of `module` runs on: the input's. Throws
+/// kiln::Error when a parameter or buffer is on another device (naming
+/// both) or when no compile target serves it (codegen::register_target).
+Device compile_device(const Tensor &input, const nn::Module &module);
 
 /// Copies the artifact's compile time, kernel count and memory plan into
 /// `stats`.
 void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats);
 
 /// Compiles a traced artifact with static shapes.
-void compile_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
+void compile_artifact_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
                     CompileStats &stats);
 
 /// The first element type in `graph` that the kiln dialect does not have

@@ -37,7 +37,7 @@ void CompiledModule::warn_uncompilable(const char *type) {
                "(or graph-break segments) run eagerly, with eager's results\n", name().c_str(), type);
 }
 
-std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tensor &input, const GuardKey &guard,
+std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const Tensor &input, const GuardKey &guard,
                                                                       bool grad_enabled) {
   const bool log = log_enabled("recompiles") || log_enabled("dynamic");
   const std::string key = guard.str();
@@ -119,7 +119,7 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
   ++stats_.compiles;
   if (previous) {
     std::string why;
-    if (compile_dynamic(*artifact, *previous, dim, &why)) {
+    if (compile_artifact_dynamic(*artifact, *previous, dim, &why)) {
       recompile_reasons_.push_back(reason + "; dim " + std::to_string(dim) + " is now dynamic");
       if (log)
         std::fprintf(stderr, "[kiln] %s: dim %d of the input changed (%lld -> %lld); it is now dynamic (s): %d "
@@ -133,11 +133,11 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::compile_for(const Tens
   } else if (!reason.empty()) {
     recompile_reasons_.push_back(reason);
   }
-  compile_static(*module_, *artifact, options_, stats_);
+  compile_artifact_static(*module_, *artifact, options_, stats_);
   return artifact;
 }
 
-bool CompiledModule::compile_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why) {
+bool CompiledModule::compile_artifact_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why) {
   const int64_t s = artifact.guard->key.shape[dim], s_old = previous.guard->key.shape[dim];
   auto family = std::make_shared<DynamicFamily>();
   if (!ir::fitSymbolicGraph(artifact.traced, s, previous.traced, s_old, &family->symbolic, why)) return false;
@@ -148,7 +148,7 @@ bool CompiledModule::compile_dynamic(Artifact &artifact, const Artifact &previou
       return false;
     }
   auto start = std::chrono::steady_clock::now();
-  if (!codegen::compileGraphDynamic(artifact.traced, previous.traced, codegen_options(*module_, options_, stats_),
+  if (!codegen::compileGraphDynamic(artifact.traced, previous.traced, codegen_options(*module_, options_, stats_, artifact.guard->key.device),
                                     &artifact.graph, &family->kernels, why))
     return false;
   record_compile(artifact, seconds_since(start), stats_);
@@ -174,8 +174,7 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::instantiate(const Dyna
 
 Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.defined(), "kiln::compile: ", name(), " called with an undefined input");
-  KILN_CHECK(input.device().is_cpu(), "kiln::compile: input is on ", input.device().str(),
-             "; the compiled CPU backend expects cpu tensors");
+  compile_device(input, *module_);
   if (graph_breaks_) return forward_segments(input);
   const bool grad_enabled = autograd::GradMode::is_enabled();
   const GuardKey guard =
@@ -191,7 +190,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
     artifact = it->second;
     ++stats_.cache_hits;
   } else {
-    artifact = compile_for(input, guard, grad_enabled);
+    artifact = build_artifact(input, guard, grad_enabled);
     if (graph_breaks_) return forward_segments(input);
     if (!artifact) return module_->forward(input);  // cache_size_limit reached or a dtype not compiled: eager
     cache_[key] = artifact;

@@ -48,7 +48,7 @@ std::string CompiledModule::describe(const Tensor &input) const {
         for (int64_t size : family->sizes) os << " " << size;
         os << "; " << g.num_generic_kernels << " shape-generic kernels\n";
       }
-  os << "  compile: " << g.compile_seconds << " s (frontend " << g.frontend_seconds << ", MLIR lowering "
+  os << "  compile: " << g.compile_seconds << " s (pipeline " << g.pipeline_seconds << ", MLIR lowering "
      << g.mlir_lowering_seconds << ", LLVM " << g.llvm_seconds << ")" << (g.kernel_cache_hit ? ", kernel cache hit" : "")
      << "\n";
   os << "  saved for backward: " << g.num_saved << " values, " << g.saved_bytes

@@ -16,6 +16,16 @@ namespace kiln {
 
 using namespace compile_detail;
 
+namespace {
+
+/// The device a segment runs on: its inputs' (forward checked that the
+/// module's input, parameters and buffers share one).
+Device segment_device(const std::vector<Tensor> &inputs) {
+  return inputs.empty() ? kCPU : inputs.front().device();
+}
+
+}  // namespace
+
 Tensor CompiledModule::forward_segments(const Tensor &input) {
   const bool grad_enabled = autograd::GradMode::is_enabled();
   trace::Tracer tracer;
@@ -111,7 +121,7 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::find_segment(const Segm
     ++stats_.eager_fallbacks;
     return nullptr;
   }
-  auto segment = compile_segment(call);
+  auto segment = trace_and_compile_segment(call);
   segments_[call.key] = segment;
   ++site.compiled;
   if (!reason.empty()) recompile_reasons_.push_back("segment " + std::to_string(call.site + 1) + ": " + reason);
@@ -225,7 +235,7 @@ void CompiledModule::run_segment_eagerly(SegmentCall &call) {
   }
 }
 
-std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const SegmentCall &call) {
+std::shared_ptr<CompiledModule::Segment> CompiledModule::trace_and_compile_segment(const SegmentCall &call) {
   // Re-trace the segment with eager ops on leaf copies of its inputs, with
   // autograd, to get the joint forward+backward graph (AOTAutograd per
   // segment, as TorchDynamo does for each subgraph).
@@ -285,7 +295,7 @@ std::shared_ptr<CompiledModule::Segment> CompiledModule::compile_segment(const S
   // A checkpointed segment (the user's autograd::checkpoint) saves nothing
   // but its inputs and recomputes its whole forward in backward: kiln-remat
   // with memory budget 0.
-  codegen::CompileOptions copts = codegen_options(*module_, options_, stats_);
+  codegen::CompileOptions copts = codegen_options(*module_, options_, stats_, segment_device(call.inputs));
   if (call.checkpointed) {
     copts.remat = true;
     copts.memory_budget = 0.0;

@@ -1,0 +1,258 @@
+// func @forward / @backward -> runtime::LaunchExecutable.
+#include "BuildExecutable.h"
+
+#include "GeneralizeKernel.h"
+#include "KernelAbi.h"
+
+#include <cstring>
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::codegen {
+
+using namespace mlir;
+
+namespace {
+
+std::string opName(Operation *op) { return op->getName().getStringRef().str(); }
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return os.str();
+}
+
+/// The `saved` arguments of @backward whose buffer belongs to them alone:
+/// the matching @forward result (kiln.num_forward_outputs + the saved
+/// index) is made by an op of @forward that is not a view (a fresh
+/// contiguous buffer), or is a reshape of one, and no other result of
+/// @forward is it or a view of it. Only these may be donated; empty for any other function or without
+/// @forward.
+llvm::DenseSet<unsigned> privateSavedArguments(func::FuncOp func) {
+  llvm::DenseSet<unsigned> result;
+  auto module = func->getParentOfType<ModuleOp>();
+  auto forward = module ? module.lookupSymbol<func::FuncOp>("forward") : func::FuncOp();
+  auto numOutputs = forward ? forward->getAttrOfType<IntegerAttr>("kiln.num_forward_outputs") : IntegerAttr();
+  if (func.getSymName() != "backward" || !numOutputs || forward.getBody().empty())
+    return result;
+  auto ret = dyn_cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+  if (!ret)
+    return result;
+  llvm::DenseMap<Value, int> uses; // memory root -> how many forward results use it
+  for (Value v : ret.getOperands())
+    ++uses[memoryRoot(v)];
+  int64_t saved = 0;
+  for (BlockArgument arg : func.getArguments()) {
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.role");
+    if (!role || role.getValue() != "saved")
+      continue;
+    const int64_t index = numOutputs.getInt() + saved++;
+    if (index >= static_cast<int64_t>(ret.getNumOperands()))
+      return {};
+    Value value = ret.getOperand(index), root = memoryRoot(value);
+    // Reshapes of a fresh buffer are contiguous views of all of it.
+    while (auto reshape = value.getDefiningOp<ir::ReshapeOp>())
+      value = reshape->getOperand(0);
+    if (value == root && root.getDefiningOp() && uses.lookup(root) == 1)
+      result.insert(arg.getArgNumber());
+  }
+  return result;
+}
+
+/// Walks one function and records its launches in a Builder.
+class ExecutableBuilder {
+public:
+  ExecutableBuilder(const KernelBinder &bind, std::string *error) : bind(bind), error(error) {}
+
+  std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    llvm::DenseSet<unsigned> donatable = privateSavedArguments(func);
+    for (BlockArgument arg : entry.getArguments()) {
+      auto type = slotType(arg.getType(), func);
+      if (failed(type))
+        return nullptr;
+      // Saved activations are read only by @backward: a caller that frees
+      // them after the call may donate their memory (run_donating), when
+      // the buffer is theirs alone.
+      slots[arg] = builder.addInput(type->sizes, type->dtype, donatable.contains(arg.getArgNumber()));
+    }
+    for (Operation &op : entry) {
+      if (failed(addOp(&op)))
+        return nullptr;
+    }
+    std::string message;
+    auto exe = builder.finish(&message);
+    if (!exe) {
+      report(func, "building the launch list failed: " + message);
+      return nullptr;
+    }
+    return exe;
+  }
+
+  void keepAlive(std::shared_ptr<const void> owner) { builder.keepAlive(std::move(owner)); }
+
+private:
+  /// Keeps the first error: "codegen @forward: kiln.foo: message".
+  void report(Operation *op, const std::string &message) {
+    if (!error || !error->empty())
+      return;
+    auto func = dyn_cast<func::FuncOp>(op);
+    if (!func)
+      func = op->getParentOfType<func::FuncOp>();
+    *error = "codegen @" + (func ? func.getName().str() : std::string("?")) + ": " + opName(op) + ": " + message;
+  }
+  LogicalResult fail(Operation *op, const std::string &message) {
+    report(op, message);
+    return failure();
+  }
+
+  FailureOr<runtime::SlotType> slotType(Type type, Operation *where) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape())
+      return report(where, "expected a statically shaped tensor, got " + typeString(type)), failure();
+    auto dtype = dtypeOf(tensor.getElementType());
+    if (failed(dtype))
+      return report(where, "unsupported element type " + typeString(tensor.getElementType())), failure();
+    return runtime::SlotType{std::vector<int64_t>(tensor.getShape().begin(), tensor.getShape().end()), *dtype};
+  }
+
+  FailureOr<int> slotOf(Value v, Operation *user) {
+    auto it = slots.find(v);
+    if (it == slots.end())
+      return report(user, "operand defined by an unsupported op"), failure();
+    return it->second;
+  }
+
+  LogicalResult addOp(Operation *op) {
+    return TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](ir::FusionOp fusion) { return addFusion(fusion); })
+        .Case([&](ir::MatmulOp matmul) -> LogicalResult {
+          auto type = cast<RankedTensorType>(matmul.getType());
+          Type element = type.getElementType();
+          if (!element.isF32() && !element.isF64() && !element.isBF16() && !element.isF16())
+            return fail(op, "only f32, f64, bf16 and f16 matmuls run on the CPU (got " + typeString(type) + ")");
+          auto a = slotOf(matmul.getLhs(), op), b = slotOf(matmul.getRhs(), op);
+          if (failed(a) || failed(b))
+            return failure();
+          return record(matmul.getResult(), builder.addGemm(*a, *b), op);
+        })
+        .Case([&](ir::TransposeOp t) -> LogicalResult {
+          auto in = slotOf(t.getInput(), op);
+          if (failed(in))
+            return failure();
+          ArrayRef<int64_t> perm = t.getPermutation();
+          return record(t.getResult(), builder.addTranspose(*in, {perm.begin(), perm.end()}), op);
+        })
+        .Case([&](ir::BroadcastOp bc) -> LogicalResult {
+          auto in = slotOf(bc.getInput(), op);
+          if (failed(in))
+            return failure();
+          ArrayRef<int64_t> shape = bc.getType().getShape();
+          return record(bc.getResult(), builder.addBroadcast(*in, {shape.begin(), shape.end()}), op);
+        })
+        .Case([&](ir::ReshapeOp r) -> LogicalResult {
+          auto in = slotOf(r.getInput(), op);
+          if (failed(in))
+            return failure();
+          ArrayRef<int64_t> shape = r.getType().getShape();
+          return record(r.getResult(), builder.addReshape(*in, {shape.begin(), shape.end()}), op);
+        })
+        .Case([&](func::ReturnOp ret) -> LogicalResult {
+          std::vector<int> outs;
+          for (Value v : ret.getOperands()) {
+            auto s = slotOf(v, op);
+            if (failed(s))
+              return failure();
+            outs.push_back(*s);
+          }
+          builder.setOutputs(std::move(outs));
+          return success();
+        })
+        .Default([&](Operation *) { return fail(op, "not supported outside a kiln.fusion by the CPU backend"); });
+  }
+
+  LogicalResult addFusion(ir::FusionOp fusion) {
+    std::string message;
+    KernelBinding binding = bind(fusion, &message);
+    if (!binding.fn)
+      return fail(fusion, message);
+    std::vector<int> operands;
+    for (Value v : fusion.getInputs()) {
+      auto s = slotOf(v, fusion);
+      if (failed(s))
+        return failure();
+      operands.push_back(*s);
+    }
+    for (auto [dtype, value] : binding.scalars) {
+      // One element of `dtype` holding `value` (float dtypes only).
+      alignas(8) unsigned char bytes[8] = {};
+      if (dtype == DType::Float64) {
+        std::memcpy(bytes, &value, sizeof(double));
+      } else if (dtype == DType::Float32) {
+        float f = static_cast<float>(value);
+        std::memcpy(bytes, &f, sizeof(float));
+      } else {
+        return fail(fusion, "a runtime scalar argument must be f32 or f64");
+      }
+      int slot = builder.addConstant(runtime::SlotType{{}, dtype}, bytes);
+      if (slot < 0)
+        return fail(fusion, builder.error());
+      operands.push_back(slot);
+    }
+    runtime::PackedKernel fn = binding.fn;
+    std::vector<runtime::SlotType> results;
+    for (Value r : fusion.getResults()) {
+      auto t = slotType(r.getType(), fusion);
+      if (failed(t))
+        return failure();
+      results.push_back(*t);
+    }
+    // The strides the kernel was compiled for (scalar arguments: rank 0).
+    std::vector<std::vector<int64_t>> expected = binding.strides.empty() ? operandStrides(fusion) : binding.strides;
+    expected.resize(operands.size());
+    std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results),
+                                             expected, binding.splitRows, binding.inPlace);
+    if (out.size() != fusion.getNumResults())
+      return fail(fusion, builder.error());
+    for (auto [r, s] : llvm::zip(fusion.getResults(), out))
+      slots[r] = s;
+    return success();
+  }
+
+  LogicalResult record(Value result, int slot, Operation *op) {
+    if (slot < 0)
+      return fail(op, builder.error());
+    slots[result] = slot;
+    return success();
+  }
+
+  const KernelBinder &bind;
+  std::string *error;
+  runtime::LaunchExecutable::Builder builder;
+  llvm::DenseMap<Value, int> slots;
+};
+
+} // namespace
+
+std::shared_ptr<runtime::LaunchExecutable>
+buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
+  KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
+    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}, {}, isRowSplittable(fusion),
+                         inPlacePairs(fusion)};
+  };
+  return buildExecutable(func, byName, library, error);
+}
+
+std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, const KernelBinder &bind,
+                                                           std::shared_ptr<const void> keepAlive,
+                                                           std::string *error) {
+  ExecutableBuilder b(bind, error);
+  b.keepAlive(std::move(keepAlive));
+  return b.build(func);
+}
+
+} // namespace kiln::codegen
