@@ -41,7 +41,7 @@ mlir::Value memoryRoot(mlir::Value value);
 /// donates), is not returned, and is read by no later op and by no other
 /// operand of this fusion. emitKernel tags such a kernel `kiln.in_place =
 /// [operand argument, result argument, ...]`, and the lowering gives it a
-/// branch for equal addresses (LowerToLLVM.cpp, kiln-in-place-branch).
+/// branch for equal addresses (kiln-cpu-in-place-branch).
 std::vector<runtime::InPlace> inPlacePairs(kiln::ir::FusionOp fusion);
 
 } // namespace kiln::codegen
