@@ -1,4 +1,6 @@
-// compileGraph: Graph -> kiln module -> pipeline -> kernels (JIT) -> Executables.
+// compileGraph: Graph -> kiln module -> pipeline -> kernels (the device's
+// Target) -> Executables, as one table of named stages per kind of compile
+// (static shapes; shape-generic kernels), sharing one dedup step.
 #include "kiln/codegen/Compiler.h"
 
 #include <chrono>
@@ -12,7 +14,11 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include "cpu/CpuBackend.h"
+#include "BuildExecutable.h"
+#include "GeneralizeKernel.h"
+#include "KernelAbi.h"
+#include "KernelCache.h"
+#include "kiln/codegen/Target.h"
 #include "kiln/ir/GraphBuilder.h"
 #include "kiln/ir/KilnDialect.h"
 #include "kiln/passes/Pipeline.h"
@@ -25,7 +31,7 @@ namespace {
 
 int64_t tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
-  auto dtype = cpu::dtypeOf(tensor.getElementType());
+  auto dtype = dtypeOf(tensor.getElementType());
   return tensor.getNumElements() * (succeeded(dtype) ? static_cast<int64_t>(itemsize(*dtype)) : 0);
 }
 
@@ -96,12 +102,18 @@ void readRematReport(func::FuncOp forward, func::FuncOp backward, CompiledGraph 
   }
 }
 
-/// The pipeline's options for `options` (remat, memory budget, autocast).
-bool pipelineOptions(const CompileOptions &options, const std::string &dump_dir, passes::PipelineOptions *pipeline,
-                     std::string *error) {
+/// The pipeline's options for `options`: remat, memory budget, autocast,
+/// the target's cost model (kiln-remat's time model) and custom passes.
+bool pipelineOptions(const CompileOptions &options, const Target &target, const std::string &dump_dir,
+                     passes::PipelineOptions *pipeline, std::string *error) {
   pipeline->dump_ir_dir = dump_dir;
   pipeline->remat = options.remat;
   pipeline->memory_budget = options.memory_budget;
+  const CostModel cost = target.costModel();
+  pipeline->bytes_per_second = cost.bytes_per_second;
+  pipeline->flops_per_second = cost.flops_per_second;
+  for (const CompileOptions::CustomPass &custom : options.custom_passes)
+    pipeline->custom_passes.push_back({custom.stage, custom.after, custom.pipeline});
   if (options.autocast != DType::Float32) {
     if (options.autocast != DType::BFloat16 && options.autocast != DType::Float16) {
       *error = std::string("autocast must be float32 (off), bfloat16 or float16, got ") + dtype_name(options.autocast);
@@ -113,31 +125,31 @@ bool pipelineOptions(const CompileOptions &options, const std::string &dump_dir,
 }
 
 /// Kernels -> KernelLibrary through the on-disk cache: a verified entry is
-/// linked as is (no MLIR lowering, no LLVM); otherwise the kernels are lowered
-/// and compiled, and the object is stored (overwriting a bad entry). Cache
-/// problems never fail the compile; they only cost the compile.
-std::shared_ptr<cpu::KernelLibrary> buildLibrary(ModuleOp kernels, const CompileOptions &options,
-                                                 CompiledGraph *result, std::string *stage, std::string *error) {
+/// loaded by the target as is (no lowering, no codegen); otherwise the
+/// target compiles the kernels, and the object is stored (overwriting a bad
+/// entry). Cache problems never fail the compile; they only cost the compile.
+std::shared_ptr<KernelLibrary> buildLibrary(const Target &target, ModuleOp kernels, const CompileOptions &options,
+                                            CompiledGraph *result, std::string *error) {
   std::vector<std::string> names;
   for (auto func : kernels.getOps<func::FuncOp>())
     names.push_back(func.getSymName().str());
   const std::string dir = names.empty() ? "" : resolveKernelCacheDir(options);
-  cpu::KernelCacheCounters &counters = cpu::kernelCacheCounters();
+  KernelCacheCounters &counters = kernelCacheCounters();
   std::string path;
   if (!dir.empty()) {
-    result->kernel_cache_key = cpu::kernelCacheKey(kernels, cpu::loweringDescription(kernels.getContext()));
-    path = cpu::kernelCachePath(dir, result->kernel_cache_key);
+    result->kernel_cache_key = kernelCacheKey(kernels, target.cacheKeyPrefix(kernels.getContext()));
+    path = kernelCachePath(dir, result->kernel_cache_key);
   }
 
   if (!path.empty() && options.dump_ir_dir.empty()) {
     auto start = Clock::now();
     std::string object, why;
-    cpu::CacheRead read = cpu::readCachedObject(path, result->kernel_cache_key, &object, &why);
-    std::shared_ptr<cpu::KernelLibrary> library;
-    if (read == cpu::CacheRead::Ok) {
-      library = cpu::KernelLibrary::load(object, names, &why);
+    CacheRead read = readCachedObject(path, result->kernel_cache_key, &object, &why);
+    std::shared_ptr<KernelLibrary> library;
+    if (read == CacheRead::Ok) {
+      library = target.loadKernels(object, names, &why);
       if (!library)
-        read = cpu::CacheRead::Corrupt;
+        read = CacheRead::Corrupt;
     }
     result->cache_load_seconds = secondsSince(start);
     if (library) {
@@ -149,28 +161,23 @@ std::shared_ptr<cpu::KernelLibrary> buildLibrary(ModuleOp kernels, const Compile
       return library;
     }
     counters.misses++;
-    if (read == cpu::CacheRead::Corrupt) {
+    if (read == CacheRead::Corrupt) {
       counters.bad_entries++;
       if (logCache())
         llvm::errs() << "kiln: kernel cache: bad entry, recompiling: " << why << "\n";
     }
   }
 
-  auto start = Clock::now();
-  *stage = "lowering kernels";
-  if (failed(cpu::lowerKernelsToLLVM(kernels, options.dump_ir_dir, error)))
-    return nullptr;
-  *stage = "JIT";
-  result->mlir_lowering_seconds = secondsSince(start);
-  start = Clock::now();
-  std::shared_ptr<cpu::KernelLibrary> library =
-      cpu::KernelLibrary::create(kernels, names, /*keepObject=*/!path.empty(), error);
-  result->llvm_seconds = secondsSince(start);
+  KernelCompileTimes times;
+  std::shared_ptr<KernelLibrary> library =
+      target.compileKernels(kernels, names, options.dump_ir_dir, /*keepObject=*/!path.empty(), &times, error);
+  result->mlir_lowering_seconds = times.lowering_seconds;
+  result->llvm_seconds = times.codegen_seconds;
   if (!library)
     return nullptr;
   if (!path.empty()) {
     std::string why;
-    if (cpu::storeCachedObject(*library, path, result->kernel_cache_key, &why)) {
+    if (storeCachedObject(*library, path, result->kernel_cache_key, &why)) {
       counters.stores++;
       if (logCache())
         llvm::errs() << "kiln: kernel cache store " << path << " (lowering "
@@ -185,23 +192,23 @@ std::shared_ptr<cpu::KernelLibrary> buildLibrary(ModuleOp kernels, const Compile
   return library;
 }
 
-/// An MLIRContext with the kiln dialect and the CPU backend's dialects
-/// loaded, whose error diagnostics (verifier, passes, lowering) are collected
-/// into `diagnostics` for the compile error.
+/// An MLIRContext with the kiln dialect and the target's dialects loaded,
+/// whose error diagnostics (verifier, passes, lowering) are collected into
+/// `diagnostics` for the compile error.
 struct CompilerContext {
   DialectRegistry registry;
   MLIRContext context;
   std::string diagnostics;
   ScopedDiagnosticHandler handler;
 
-  static DialectRegistry makeRegistry() {
+  static DialectRegistry makeRegistry(const Target &target) {
     DialectRegistry r;
     ir::registerKilnDialect(r);
-    cpu::registerCpuBackend(r);
+    target.registerDialects(r);
     return r;
   }
-  CompilerContext()
-      : registry(makeRegistry()), context(registry, MLIRContext::Threading::DISABLED),
+  explicit CompilerContext(const Target &target)
+      : registry(makeRegistry(target)), context(registry, MLIRContext::Threading::DISABLED),
         handler(&context, [this](Diagnostic &diag) {
           if (diag.getSeverity() != DiagnosticSeverity::Error)
             return success();
@@ -214,127 +221,23 @@ struct CompilerContext {
   }
 };
 
-/// The stages, in order: build the module, run the pipeline, emit one kernel
-/// module for every kiln.fusion, lower it to LLVM, JIT it, and build one
-/// LaunchExecutable per function.
-bool compile(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out, std::string *error) {
-  const auto start = Clock::now();
-  CompilerContext cc;
-  MLIRContext &context = cc.context;
-  auto fail = [&](const std::string &stage, const std::string &message) {
-    *error = "compile: " + stage + ": " + message + cc.diagnostics;
-    return false;
-  };
-
-  std::string message;
-  OwningOpRef<ModuleOp> module = ir::buildModule(context, graph, &message);
-  if (!module)
-    return fail("buildModule", message);
-  passes::PipelineOptions pipeline;
-  if (!pipelineOptions(options, options.dump_ir_dir, &pipeline, &message))
-    return fail("options", message);
-  if (failed(passes::runPipeline(*module, pipeline, &message)))
-    return fail("pipeline", message);
-  CompiledGraph result;
-  readAutocastReport(*module, &result);
-
-  auto forward = module->lookupSymbol<func::FuncOp>("forward");
-  auto backward = module->lookupSymbol<func::FuncOp>("backward");
-  if (!forward)
-    return fail("pipeline", "no func @forward after the pipeline");
-
-  // One kernel module for the whole graph: the JIT cost is paid once.
-  // Fusions whose kernels are identical up to their name (the same block
-  // repeated in a model, the same epilogue in every layer) share one
-  // function: each distinct kernel is lowered and compiled once.
-  OwningOpRef<ModuleOp> kernels = ModuleOp::create(UnknownLoc::get(&context));
-  OwningOpRef<ModuleOp> scratch = ModuleOp::create(UnknownLoc::get(&context));
-  std::map<std::string, std::string> symbolOfKernel; // kernel IR named @kernel -> symbol
-  std::map<std::string, std::string> symbolOf;       // fusion kernel name -> symbol
-  for (func::FuncOp func : {forward, backward}) {
-    if (!func)
-      continue;
-    WalkResult walk = func.walk([&](ir::FusionOp fusion) {
-      if (symbolOf.count(fusion.getKernel().str())) {
-        fusion.emitOpError("duplicate kernel name ") << fusion.getKernel();
-        return WalkResult::interrupt();
-      }
-      result.fusions.push_back(describeFusion(fusion));
-      if (failed(cpu::emitKernel(fusion, *scratch, "kernel")))
-        return WalkResult::interrupt();
-      std::string key;
-      {
-        llvm::raw_string_ostream os(key);
-        for (Operation &op : scratch->getBody()->getOperations())
-          op.print(os);
-      }
-      scratch->getBody()->clear();
-      auto [it, inserted] = symbolOfKernel.try_emplace(key, fusion.getKernel().str());
-      if (inserted && failed(cpu::emitKernel(fusion, *kernels)))
-        return WalkResult::interrupt();
-      symbolOf[fusion.getKernel().str()] = it->second;
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
-      return fail("emitting kernels", "a kiln.fusion cannot be lowered");
-  }
-  result.num_distinct_kernels = static_cast<int>(symbolOfKernel.size());
-  result.frontend_seconds = secondsSince(start);
-  std::string stage;
-  std::shared_ptr<cpu::KernelLibrary> library = buildLibrary(*kernels, options, &result, &stage, &message);
-  if (!library)
-    return fail(stage, message);
-
-  cpu::KernelBinder bind = [&](ir::FusionOp fusion, std::string *why) {
-    auto it = symbolOf.find(fusion.getKernel().str());
-    if (it == symbolOf.end()) {
-      *why = "no kernel emitted for " + fusion.getKernel().str();
-      return cpu::KernelBinding{};
-    }
-    return cpu::KernelBinding{library->lookup(it->second, why), {}, {}, cpu::isRowSplittable(fusion),
-                              cpu::inPlacePairs(fusion)};
-  };
-  result.forward = cpu::buildExecutable(forward, bind, library, &message);
-  if (!result.forward)
-    return fail("executable", message);
-  if (backward) {
-    result.backward = cpu::buildExecutable(backward, bind, library, &message);
-    if (!result.backward)
-      return fail("executable", message);
-  }
-  result.num_forward_outputs =
-      static_cast<int>(intAttr(forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
-  result.num_saved = static_cast<int>(intAttr(forward, "kiln.num_saved", 0));
-  readRematReport(forward, backward, &result);
-  result.compile_seconds = secondsSince(start);
-  if (logCache())
-    llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels (" << result.num_distinct_kernels
-                 << " distinct) in "
-                 << llvm::format("%.1f", result.compile_seconds * 1e3) << " ms (frontend "
-                 << llvm::format("%.1f", result.frontend_seconds * 1e3) << ", MLIR lowering "
-                 << llvm::format("%.1f", result.mlir_lowering_seconds * 1e3) << ", LLVM "
-                 << llvm::format("%.1f", result.llvm_seconds * 1e3) << ", cache load "
-                 << llvm::format("%.1f", result.cache_load_seconds * 1e3) << ")"
-                 << (result.kernel_cache_hit ? " [cache hit]" : "") << "\n";
-  *out = std::move(result);
-  return true;
-}
-
-/// Everything compileDynamic needs from one graph: its module after the
-/// pipeline, and its kernels in order (forward, then backward).
-struct Lowered {
+/// One graph after the pipeline: its module and its kernels in order
+/// (forward, then backward).
+struct PipelineResult {
   OwningOpRef<ModuleOp> module;
   func::FuncOp forward, backward;
   std::vector<ir::FusionOp> fusions;
 };
 
-bool lowerGraph(MLIRContext &context, const ir::Graph &graph, const CompileOptions &options,
-                const std::string &dump_dir, Lowered *out, std::string *message) {
+/// buildModule + passes::runPipeline, then the fusions of the result.
+bool runPipelineOnGraph(MLIRContext &context, const ir::Graph &graph, const CompileOptions &options,
+                        const Target &target, const std::string &dump_dir, PipelineResult *out,
+                        std::string *message) {
   out->module = ir::buildModule(context, graph, message);
   if (!out->module)
     return false;
   passes::PipelineOptions pipeline;
-  if (!pipelineOptions(options, dump_dir, &pipeline, message))
+  if (!pipelineOptions(options, target, dump_dir, &pipeline, message))
     return false;
   if (failed(passes::runPipeline(*out->module, pipeline, message)))
     return false;
@@ -350,125 +253,355 @@ bool lowerGraph(MLIRContext &context, const ir::Graph &graph, const CompileOptio
   return true;
 }
 
+/// THE dedup step: one kernel function per distinct body. Fusions whose
+/// kernels print identically when named `@kernel` (the same block repeated
+/// in a model, the same epilogue in every layer) share one function, so
+/// each distinct kernel is lowered and compiled once.
+class KernelDedup {
+public:
+  /// Emits one kernel into `into` under `name`.
+  using Emit = llvm::function_ref<LogicalResult(ModuleOp into, StringRef name)>;
+
+  KernelDedup(MLIRContext &context, std::map<std::string, std::string> known)
+      : scratch_(ModuleOp::create(UnknownLoc::get(&context))), symbolOfText_(std::move(known)) {}
+
+  /// The symbol of the kernel that `emit` makes. A new body is emitted into
+  /// `kernels` as `newSymbol` (null `kernels`: a new body fails with
+  /// `*message`, for instantiating shape-generic kernels).
+  FailureOr<std::string> symbolFor(Emit emit, ModuleOp kernels, const std::string &newSymbol, std::string *message) {
+    if (failed(emit(*scratch_, "kernel")))
+      return failure();
+    std::string text;
+    {
+      llvm::raw_string_ostream os(text);
+      for (Operation &op : scratch_->getBody()->getOperations())
+        op.print(os);
+    }
+    scratch_->getBody()->clear();
+    auto found = symbolOfText_.find(text);
+    if (found != symbolOfText_.end())
+      return found->second;
+    if (!kernels) {
+      *message = "kernel " + newSymbol + " has no shape-generic version for this size";
+      return failure();
+    }
+    if (failed(emit(kernels, newSymbol)))
+      return failure();
+    return symbolOfText_.emplace(text, newSymbol).first->second;
+  }
+  const std::map<std::string, std::string> &symbols() const { return symbolOfText_; }
+
+private:
+  OwningOpRef<ModuleOp> scratch_;
+  std::map<std::string, std::string> symbolOfText_; // kernel IR named @kernel -> symbol
+};
+
+/// The shared reports of a compiled graph: forward outputs, saved values,
+/// kiln-remat's and kiln-autocast's attributes.
+void readReports(const PipelineResult &self, const ir::Graph &graph, CompiledGraph *result) {
+  result->num_forward_outputs =
+      static_cast<int>(intAttr(self.forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
+  result->num_saved = static_cast<int>(intAttr(self.forward, "kiln.num_saved", 0));
+  readRematReport(self.forward, self.backward, result);
+  readAutocastReport(*self.module, result);
+}
+
+/// The forward and backward executables of `self`, kernels chosen by `bind`.
+bool buildExecutables(const PipelineResult &self, const KernelBinder &bind, std::shared_ptr<const void> keepAlive,
+                      CompiledGraph *result, std::string *message) {
+  result->forward = buildExecutable(self.forward, bind, keepAlive, message);
+  if (!result->forward)
+    return false;
+  if (self.backward) {
+    result->backward = buildExecutable(self.backward, bind, keepAlive, message);
+    if (!result->backward)
+      return false;
+  }
+  return true;
+}
+
+/// The target of `options.device`, or null and `*error`.
+std::shared_ptr<const Target> targetFor(const CompileOptions &options, std::string *error) {
+  std::shared_ptr<const Target> target = findTarget(options.device.type);
+  if (!target)
+    *error = "compile: no compile target for device " + options.device.str() +
+             " (codegen::register_target registers one; the CPU's is built in)";
+  return target;
+}
+
+// ---- static shapes ----------------------------------------------------------
+
+/// What the stages of one static compile share.
+struct StaticCompile {
+  const ir::Graph &graph;
+  const CompileOptions &options;
+  const Target &target;
+  CompilerContext &cc;
+  PipelineResult self;
+  OwningOpRef<ModuleOp> kernels;
+  std::map<std::string, std::string> symbolOf; // fusion kernel name -> symbol
+  std::shared_ptr<KernelLibrary> library;
+  CompiledGraph result;
+};
+
+bool staticPipeline(StaticCompile &c, std::string *message) {
+  return runPipelineOnGraph(c.cc.context, c.graph, c.options, c.target, c.options.dump_ir_dir, &c.self, message);
+}
+
+/// One kernel module for the whole graph (the JIT cost is paid once), one
+/// function per distinct kernel.
+bool staticEmitKernels(StaticCompile &c, std::string *message) {
+  c.kernels = ModuleOp::create(UnknownLoc::get(&c.cc.context));
+  KernelDedup dedup(c.cc.context, {});
+  for (ir::FusionOp fusion : c.self.fusions) {
+    const std::string name = fusion.getKernel().str();
+    if (c.symbolOf.count(name)) {
+      fusion.emitOpError("duplicate kernel name ") << fusion.getKernel();
+      *message = "a kiln.fusion cannot be lowered";
+      return false;
+    }
+    c.result.fusions.push_back(describeFusion(fusion));
+    auto emit = [&](ModuleOp into, StringRef symbol) { return c.target.emitKernel(fusion, into, symbol); };
+    FailureOr<std::string> symbol = dedup.symbolFor(emit, *c.kernels, name, message);
+    if (failed(symbol)) {
+      *message = "a kiln.fusion cannot be lowered";
+      return false;
+    }
+    c.symbolOf[name] = *symbol;
+  }
+  c.result.num_distinct_kernels = static_cast<int>(dedup.symbols().size());
+  return true;
+}
+
+bool staticCompileKernels(StaticCompile &c, std::string *message) {
+  c.library = buildLibrary(c.target, *c.kernels, c.options, &c.result, message);
+  return c.library != nullptr;
+}
+
+bool staticExecutables(StaticCompile &c, std::string *message) {
+  KernelBinder bind = [&](ir::FusionOp fusion, std::string *why) {
+    auto it = c.symbolOf.find(fusion.getKernel().str());
+    if (it == c.symbolOf.end()) {
+      *why = "no kernel emitted for " + fusion.getKernel().str();
+      return KernelBinding{};
+    }
+    return KernelBinding{c.library->lookup(it->second, why), {}, {}, isRowSplittable(fusion), inPlacePairs(fusion)};
+  };
+  if (!buildExecutables(c.self, bind, c.library, &c.result, message))
+    return false;
+  readReports(c.self, c.graph, &c.result);
+  return true;
+}
+
+template <typename State> struct Stage {
+  const char *name;
+  bool (*run)(State &state, std::string *message);
+};
+
+/// THE static compile: its stages in order (errors name the stage).
+const Stage<StaticCompile> kStaticStages[] = {
+    {"pipeline", staticPipeline},
+    {"emitting kernels", staticEmitKernels},
+    {"compiling kernels", staticCompileKernels},
+    {"executable", staticExecutables},
+};
+
+// ---- shape-generic kernels (automatic dynamic shapes) ----------------------
+
 } // namespace
 
 /// The shape-generic kernels of a dynamic graph and how to find them.
 struct DynamicKernels {
   ir::Graph reference;                         ///< the graph at the reference size
-  std::shared_ptr<cpu::KernelLibrary> library; ///< owns the JIT code
+  std::shared_ptr<KernelLibrary> library;      ///< owns the compiled code
   std::map<std::string, std::string> symbolOf; ///< generic kernel IR -> symbol in `library`
   CompileOptions options;
 };
 
 namespace {
 
-/// compileGraphDynamic (existing == null: emit and JIT the generic kernels)
-/// and instantiateGraphDynamic (existing: only look them up).
-bool compileDynamic(const ir::Graph &graph, const ir::Graph &reference, const CompileOptions &options,
-                    std::shared_ptr<const DynamicKernels> existing, CompiledGraph *out,
-                    std::shared_ptr<const DynamicKernels> *created, std::string *error) {
-  const auto start = Clock::now();
-  CompilerContext cc;
-  MLIRContext &context = cc.context;
-  auto fail = [&](const std::string &stage, const std::string &message) {
-    *error = "compile (dynamic shapes): " + stage + ": " + message + cc.diagnostics;
-    return false;
-  };
-
-  std::string message;
-  Lowered self, ref;
-  if (!lowerGraph(context, graph, options, existing ? std::string() : options.dump_ir_dir, &self, &message))
-    return fail("pipeline", message);
-  if (!lowerGraph(context, reference, options, "", &ref, &message))
-    return fail("pipeline (reference size)", message);
-  if (self.fusions.size() != ref.fusions.size() || !self.backward != !ref.backward)
-    return fail("generalizing kernels", "the two sizes give different kernels (" +
-                                            std::to_string(self.fusions.size()) + " vs " +
-                                            std::to_string(ref.fusions.size()) + ")");
-
-  auto dynamic = std::make_shared<DynamicKernels>();
-  if (existing)
-    *dynamic = *existing;
-  else {
-    dynamic->reference = reference;
-    dynamic->options = options;
-  }
-  OwningOpRef<ModuleOp> kernels = ModuleOp::create(UnknownLoc::get(&context));
-  OwningOpRef<ModuleOp> scratch = ModuleOp::create(UnknownLoc::get(&context));
+/// What the stages of one generic compile (or instantiation) share.
+struct GenericCompile {
+  const ir::Graph &graph, &reference;
+  const CompileOptions &options;
+  const Target &target;
+  CompilerContext &cc;
+  std::shared_ptr<const DynamicKernels> existing; ///< instantiate: only look kernels up
+  PipelineResult self, ref;
+  std::vector<KernelGeneralization> generic;      ///< per fusion of `self`
+  std::shared_ptr<DynamicKernels> dynamic;
+  OwningOpRef<ModuleOp> kernels;
   std::map<std::string, std::pair<std::string, std::vector<std::pair<DType, double>>>> bindings; // kernel -> symbol
   CompiledGraph result;
-  for (auto [fusion, reffusion] : llvm::zip(self.fusions, ref.fusions)) {
-    FailureOr<cpu::KernelGeneralization> generic = cpu::generalizeKernel(fusion, reffusion, &message);
+};
+
+bool genericPipelines(GenericCompile &c, std::string *message) {
+  const std::string dump = c.existing ? std::string() : c.options.dump_ir_dir;
+  if (!runPipelineOnGraph(c.cc.context, c.graph, c.options, c.target, dump, &c.self, message))
+    return false;
+  if (!runPipelineOnGraph(c.cc.context, c.reference, c.options, c.target, "", &c.ref, message)) {
+    *message = "(reference size) " + *message;
+    return false;
+  }
+  return true;
+}
+
+bool genericGeneralize(GenericCompile &c, std::string *message) {
+  if (c.self.fusions.size() != c.ref.fusions.size() || !c.self.backward != !c.ref.backward) {
+    *message = "the two sizes give different kernels (" + std::to_string(c.self.fusions.size()) + " vs " +
+               std::to_string(c.ref.fusions.size()) + ")";
+    return false;
+  }
+  for (auto [fusion, reffusion] : llvm::zip(c.self.fusions, c.ref.fusions)) {
+    FailureOr<KernelGeneralization> generic = generalizeKernel(fusion, reffusion, message);
     if (failed(generic))
-      return fail("generalizing kernels", message);
-    if (failed(cpu::emitGenericKernel(fusion, *generic, "kernel", *scratch)))
-      return fail("emitting kernels", "a kiln.fusion cannot be lowered");
-    std::string key;
-    {
-      llvm::raw_string_ostream os(key);
-      for (Operation &op : scratch->getBody()->getOperations())
-        op.print(os);
-    }
-    scratch->getBody()->clear();
-    auto found = dynamic->symbolOf.find(key);
-    if (found == dynamic->symbolOf.end()) {
-      if (existing)
-        return fail("generalizing kernels", "kernel " + fusion.getKernel().str() +
-                                                " has no shape-generic version for this size");
-      std::string symbol = "dyn_" + std::to_string(dynamic->symbolOf.size());
-      if (failed(cpu::emitGenericKernel(fusion, *generic, symbol, *kernels)))
-        return fail("emitting kernels", "a kiln.fusion cannot be lowered");
-      found = dynamic->symbolOf.emplace(key, symbol).first;
-    }
-    std::vector<std::pair<DType, double>> scalars;
-    std::vector<double> values = cpu::scalarArguments(fusion, *generic);
-    Block &body = fusion.getBodyBlock();
-    std::vector<Operation *> bodyOps;
-    for (Operation &op : body.without_terminator())
-      bodyOps.push_back(&op);
-    for (auto [k, position] : llvm::enumerate(generic->scalarConstants)) {
-      auto element = cast<RankedTensorType>(bodyOps[position]->getResult(0).getType()).getElementType();
-      scalars.emplace_back(element.isF64() ? DType::Float64 : DType::Float32, values[k]);
-    }
-    bindings[fusion.getKernel().str()] = {found->second, std::move(scalars)};
-    result.fusions.push_back(describeFusion(fusion));
+      return false;
+    c.generic.push_back(std::move(*generic));
   }
-  result.frontend_seconds = secondsSince(start);
-  if (!existing) {
-    std::string stage;
-    dynamic->library = buildLibrary(*kernels, options, &result, &stage, &message);
-    if (!dynamic->library)
-      return fail(stage, message);
+  return true;
+}
+
+/// The runtime scalars of `fusion`'s generic kernel, with their dtypes.
+std::vector<std::pair<DType, double>> scalarBindings(ir::FusionOp fusion, const KernelGeneralization &generic) {
+  std::vector<std::pair<DType, double>> scalars;
+  std::vector<double> values = scalarArguments(fusion, generic);
+  std::vector<Operation *> bodyOps;
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    bodyOps.push_back(&op);
+  for (auto [k, position] : llvm::enumerate(generic.scalarConstants)) {
+    auto element = cast<RankedTensorType>(bodyOps[position]->getResult(0).getType()).getElementType();
+    scalars.emplace_back(element.isF64() ? DType::Float64 : DType::Float32, values[k]);
   }
-  std::shared_ptr<const DynamicKernels> keep = dynamic;
-  cpu::KernelBinder bind = [&](ir::FusionOp fusion, std::string *why) {
-    auto it = bindings.find(fusion.getKernel().str());
-    if (it == bindings.end()) {
+  return scalars;
+}
+
+bool genericEmitKernels(GenericCompile &c, std::string *message) {
+  c.dynamic = std::make_shared<DynamicKernels>();
+  if (c.existing) {
+    *c.dynamic = *c.existing;
+  } else {
+    c.dynamic->reference = c.reference;
+    c.dynamic->options = c.options;
+    c.kernels = ModuleOp::create(UnknownLoc::get(&c.cc.context));
+  }
+  KernelDedup dedup(c.cc.context, c.dynamic->symbolOf);
+  for (auto [fusion, generic] : llvm::zip(c.self.fusions, c.generic)) {
+    auto emit = [&](ModuleOp into, StringRef symbol) {
+      return c.target.emitGenericKernel(fusion, generic, symbol, into);
+    };
+    const std::string newSymbol = "dyn_" + std::to_string(dedup.symbols().size());
+    std::string why;
+    FailureOr<std::string> symbol = dedup.symbolFor(emit, c.kernels ? *c.kernels : ModuleOp(), newSymbol, &why);
+    if (failed(symbol)) {
+      *message = why.empty() ? "a kiln.fusion cannot be lowered"
+                             : "kernel " + fusion.getKernel().str() + " has no shape-generic version for this size";
+      return false;
+    }
+    c.bindings[fusion.getKernel().str()] = {*symbol, scalarBindings(fusion, generic)};
+    c.result.fusions.push_back(describeFusion(fusion));
+  }
+  c.dynamic->symbolOf = dedup.symbols();
+  return true;
+}
+
+bool genericCompileKernels(GenericCompile &c, std::string *message) {
+  if (c.existing)
+    return true;
+  c.dynamic->library = buildLibrary(c.target, *c.kernels, c.options, &c.result, message);
+  return c.dynamic->library != nullptr;
+}
+
+bool genericExecutables(GenericCompile &c, std::string *message) {
+  std::shared_ptr<const DynamicKernels> keep = c.dynamic;
+  KernelBinder bind = [&](ir::FusionOp fusion, std::string *why) {
+    auto it = c.bindings.find(fusion.getKernel().str());
+    if (it == c.bindings.end()) {
       *why = "no kernel bound to " + fusion.getKernel().str();
-      return cpu::KernelBinding{};
+      return KernelBinding{};
     }
-    return cpu::KernelBinding{keep->library->lookup(it->second.first, why), it->second.second, {}, false};
+    return KernelBinding{keep->library->lookup(it->second.first, why), it->second.second, {}, false};
   };
-  result.forward = cpu::buildExecutable(self.forward, bind, keep, &message);
-  if (!result.forward)
-    return fail("executable", message);
-  if (self.backward) {
-    result.backward = cpu::buildExecutable(self.backward, bind, keep, &message);
-    if (!result.backward)
-      return fail("executable", message);
+  if (!buildExecutables(c.self, bind, keep, &c.result, message))
+    return false;
+  readReports(c.self, c.graph, &c.result);
+  c.result.dynamic = true;
+  c.result.num_generic_kernels = static_cast<int>(c.dynamic->symbolOf.size());
+  c.result.num_distinct_kernels = c.result.num_generic_kernels;
+  return true;
+}
+
+/// THE shape-generic compile: its stages in order. Instantiating (existing
+/// kernels) runs the same stages; kernels are only looked up, not compiled.
+const Stage<GenericCompile> kGenericStages[] = {
+    {"pipeline", genericPipelines},
+    {"generalizing kernels", genericGeneralize},
+    {"emitting kernels", genericEmitKernels},
+    {"compiling kernels", genericCompileKernels},
+    {"executable", genericExecutables},
+};
+
+/// Runs `stages` on `state` in order; the pipeline time is measured up to
+/// the kernel compile. False and `*error` "<what>: <stage>: <message>".
+template <typename State, size_t N>
+bool runStages(const Stage<State> (&stages)[N], State &state, const char *what, Clock::time_point start,
+               std::string *error) {
+  for (const Stage<State> &stage : stages) {
+    if (std::string(stage.name) == "compiling kernels")
+      state.result.pipeline_seconds = secondsSince(start);
+    std::string message;
+    if (!stage.run(state, &message)) {
+      *error = std::string(what) + ": " + stage.name + ": " + message + state.cc.diagnostics;
+      return false;
+    }
   }
-  result.num_forward_outputs =
-      static_cast<int>(intAttr(self.forward, "kiln.num_forward_outputs", graph.num_forward_outputs));
-  result.num_saved = static_cast<int>(intAttr(self.forward, "kiln.num_saved", 0));
-  readRematReport(self.forward, self.backward, &result);
-  readAutocastReport(*self.module, &result);
-  result.dynamic = true;
-  result.num_generic_kernels = static_cast<int>(dynamic->symbolOf.size());
-  result.num_distinct_kernels = result.num_generic_kernels;
-  result.compile_seconds = secondsSince(start);
+  state.result.compile_seconds = secondsSince(start);
+  return true;
+}
+
+void logCompile(const CompiledGraph &result) {
+  if (!logCache())
+    return;
+  llvm::errs() << "kiln: compiled " << result.fusions.size() << " kernels (" << result.num_distinct_kernels
+               << " distinct) in " << llvm::format("%.1f", result.compile_seconds * 1e3) << " ms (pipeline "
+               << llvm::format("%.1f", result.pipeline_seconds * 1e3) << ", MLIR lowering "
+               << llvm::format("%.1f", result.mlir_lowering_seconds * 1e3) << ", LLVM "
+               << llvm::format("%.1f", result.llvm_seconds * 1e3) << ", cache load "
+               << llvm::format("%.1f", result.cache_load_seconds * 1e3) << ")"
+               << (result.kernel_cache_hit ? " [cache hit]" : "") << "\n";
+}
+
+/// compileGraph's body: the static stages.
+bool buildStaticExecutables(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out,
+                            std::string *error) {
+  const auto start = Clock::now();
+  std::shared_ptr<const Target> target = targetFor(options, error);
+  if (!target)
+    return false;
+  CompilerContext cc(*target);
+  StaticCompile state{graph, options, *target, cc, {}, {}, {}, {}, {}};
+  if (!runStages(kStaticStages, state, "compile", start, error))
+    return false;
+  logCompile(state.result);
+  *out = std::move(state.result);
+  return true;
+}
+
+/// compileGraphDynamic (existing == null: emit and compile the generic
+/// kernels) and instantiateGraphDynamic (existing: only look them up).
+bool buildGenericExecutables(const ir::Graph &graph, const ir::Graph &reference, const CompileOptions &options,
+                             std::shared_ptr<const DynamicKernels> existing, CompiledGraph *out,
+                             std::shared_ptr<const DynamicKernels> *created, std::string *error) {
+  const auto start = Clock::now();
+  std::shared_ptr<const Target> target = targetFor(options, error);
+  if (!target)
+    return false;
+  CompilerContext cc(*target);
+  GenericCompile state{graph, reference, options, *target, cc, existing, {}, {}, {}, {}, {}, {}, {}};
+  if (!runStages(kGenericStages, state, "compile (dynamic shapes)", start, error))
+    return false;
   if (created)
-    *created = keep;
-  *out = std::move(result);
+    *created = state.dynamic;
+  *out = std::move(state.result);
   return true;
 }
 
@@ -491,10 +624,15 @@ template <typename F> bool guarded(F &&body, std::string *error) {
 
 } // namespace
 
+bool hasCompileTarget(DeviceType type) { return findTarget(type) != nullptr; }
+
 bool compileGraphDynamic(const ir::Graph &graph, const ir::Graph &reference, const CompileOptions &options,
                          CompiledGraph *out, std::shared_ptr<const DynamicKernels> *kernels, std::string *error) {
-  return guarded([&](std::string *message) { return compileDynamic(graph, reference, options, nullptr, out, kernels, message); },
-                 error);
+  return guarded(
+      [&](std::string *message) {
+        return buildGenericExecutables(graph, reference, options, nullptr, out, kernels, message);
+      },
+      error);
 }
 
 bool instantiateGraphDynamic(const ir::Graph &graph, const std::shared_ptr<const DynamicKernels> &kernels,
@@ -506,7 +644,7 @@ bool instantiateGraphDynamic(const ir::Graph &graph, const std::shared_ptr<const
   }
   return guarded(
       [&](std::string *message) {
-        return compileDynamic(graph, kernels->reference, kernels->options, kernels, out, nullptr, message);
+        return buildGenericExecutables(graph, kernels->reference, kernels->options, kernels, out, nullptr, message);
       },
       error);
 }
@@ -514,7 +652,7 @@ bool instantiateGraphDynamic(const ir::Graph &graph, const std::shared_ptr<const
 bool compileGraph(const ir::Graph &graph, const CompileOptions &options, CompiledGraph *out, std::string *error) {
   // MLIR and LLVM never throw; `guarded` catches std::bad_alloc and anything
   // from the runtime side so no exception leaves the compiler.
-  return guarded([&](std::string *message) { return compile(graph, options, out, message); }, error);
+  return guarded([&](std::string *message) { return buildStaticExecutables(graph, options, out, message); }, error);
 }
 
 } // namespace kiln::codegen

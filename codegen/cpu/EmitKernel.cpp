@@ -731,58 +731,6 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   return success();
 }
 
-std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
-  Block &body = fusion.getBodyBlock();
-  for (Operation &op : body.without_terminator())
-    if (isa<ir::ReduceSumOp, ir::ReduceMaxOp>(op) || ir::isLayoutOp(&op))
-      return {};
-  // Whether `v` or a view of it is read by an op after `fusion` (or
-  // returned).
-  Block *block = fusion->getBlock();
-  std::function<bool(Value)> readLater = [&](Value v) {
-    for (Operation *user : v.getUsers()) {
-      Operation *top = block->findAncestorOpInBlock(*user);
-      if (!top)
-        continue;
-      if (isa<func::ReturnOp>(top))
-        return true;
-      if (ir::isLayoutOp(top) ? readLater(top->getResult(0)) : fusion->isBeforeInBlock(top))
-        return true;
-    }
-    return false;
-  };
-  const std::vector<std::vector<int64_t>> strides = operandStrides(fusion);
-  auto dies = [&](unsigned k) {
-    Value operand = fusion.getInputs()[k];
-    auto type = cast<RankedTensorType>(operand.getType());
-    if (strides[k] != runtime::contiguous_strides({type.getShape().begin(), type.getShape().end()}))
-      return false;
-    Value root = memoryRoot(operand);
-    if (auto argument = dyn_cast<BlockArgument>(root)) {
-      auto func = dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
-      auto role = func ? func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "kiln.role") : StringAttr();
-      if (!role || role.getValue() != "saved")
-        return false;
-    } else if (root.getDefiningOp()->getBlock() != block) {
-      return false;
-    }
-    for (auto [j, other] : llvm::enumerate(fusion.getInputs()))
-      if (j != k && memoryRoot(other) == root)
-        return false;
-    return !readLater(root);
-  };
-  std::vector<runtime::InPlace> pairs;
-  llvm::SmallVector<bool> taken(fusion.getInputs().size(), false);
-  for (auto [r, result] : llvm::enumerate(fusion.getResults()))
-    for (auto [k, operand] : llvm::enumerate(fusion.getInputs()))
-      if (!taken[k] && operand.getType() == result.getType() && dies(k)) {
-        taken[k] = true;
-        pairs.push_back({static_cast<int>(k), static_cast<int>(r)});
-        break;
-      }
-  return pairs;
-}
-
 LogicalResult emitKernel(ir::FusionOp fusion, ModuleOp kernels, StringRef name) {
   StringRef symbol = name.empty() ? fusion.getKernel() : name;
   std::optional<KernelGeneralization> split;

@@ -2,6 +2,8 @@
 // kernel cache hit, one ORC LLJIT holding the cached object code.
 #include "CpuBackend.h"
 
+#include "KernelCache.h"
+
 #include <cstdlib>
 
 #include <mutex>
@@ -35,7 +37,7 @@ void initializeNativeTarget() {
 
 } // namespace
 
-KernelLibrary::~KernelLibrary() = default;
+OrcKernelLibrary::~OrcKernelLibrary() = default;
 
 /// Runtime helpers that lowered kernels may call (a memref.copy between
 /// strided views becomes a call to memrefCopy), bound to this process's
@@ -46,15 +48,15 @@ static llvm::orc::SymbolMap runtimeSymbols(llvm::orc::MangleAndInterner interner
   return map;
 }
 
-std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, std::string *error) {
+std::shared_ptr<OrcKernelLibrary> OrcKernelLibrary::create(ModuleOp llvmModule, std::string *error) {
   return create(llvmModule, {}, /*keepObject=*/false, error);
 }
 
-std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const std::vector<std::string> &kernels,
+std::shared_ptr<OrcKernelLibrary> OrcKernelLibrary::create(ModuleOp llvmModule, const std::vector<std::string> &kernels,
                                                      bool keepObject, std::string *error) {
   initializeNativeTarget();
   kernelCacheCounters().llvm_compiles++;
-  // The host's CPU name and features (AVX-512, AMX...), -O3 code generation.
+  // The host's CPU name and features (AVX-512, AMX...), -O2 (CodeGenOptLevel::Default) code generation.
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder) {
     if (error)
@@ -101,7 +103,7 @@ std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const 
     return nullptr;
   }
   (*engine)->registerSymbols(runtimeSymbols);
-  std::shared_ptr<KernelLibrary> library(new KernelLibrary());
+  std::shared_ptr<OrcKernelLibrary> library(new OrcKernelLibrary());
   library->engine_ = std::move(*engine);
   library->keepObject_ = keepObject;
   // The first lookup compiles the whole module (one IR module, one object).
@@ -111,10 +113,10 @@ std::shared_ptr<KernelLibrary> KernelLibrary::create(ModuleOp llvmModule, const 
   return library;
 }
 
-std::shared_ptr<KernelLibrary> KernelLibrary::load(const std::string &object, const std::vector<std::string> &kernels,
+std::shared_ptr<OrcKernelLibrary> OrcKernelLibrary::load(const std::string &object, const std::vector<std::string> &kernels,
                                                    std::string *error) {
   initializeNativeTarget();
-  auto fail = [&](const std::string &what, llvm::Error err) -> std::shared_ptr<KernelLibrary> {
+  auto fail = [&](const std::string &what, llvm::Error err) -> std::shared_ptr<OrcKernelLibrary> {
     if (error)
       *error = "JIT (cached object): " + what + ": " + llvm::toString(std::move(err));
     return nullptr;
@@ -141,7 +143,7 @@ std::shared_ptr<KernelLibrary> KernelLibrary::load(const std::string &object, co
   if (llvm::Error err =
           (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "kiln-cached-kernels.o")))
     return fail("cannot add the object", std::move(err));
-  std::shared_ptr<KernelLibrary> library(new KernelLibrary());
+  std::shared_ptr<OrcKernelLibrary> library(new OrcKernelLibrary());
   library->jit_ = std::move(*jit);
   // Links the object now: a bad object fails here, not at the first launch.
   for (const std::string &name : kernels)
@@ -150,7 +152,7 @@ std::shared_ptr<KernelLibrary> KernelLibrary::load(const std::string &object, co
   return library;
 }
 
-bool KernelLibrary::dumpObject(const std::string &path, std::string *error) const {
+bool OrcKernelLibrary::dumpObject(const std::string &path, std::string *error) const {
   if (!engine_ || !keepObject_) {
     if (error)
       *error = "the kernel library keeps no object code";
@@ -160,7 +162,7 @@ bool KernelLibrary::dumpObject(const std::string &path, std::string *error) cons
   return true;
 }
 
-runtime::PackedKernel KernelLibrary::lookup(const std::string &name, std::string *error) const {
+runtime::PackedKernel OrcKernelLibrary::lookup(const std::string &name, std::string *error) const {
   if (jit_) {
     // MLIR's packed wrapper; the error is turned into a string right away
     // (it may refer to strings owned by the JIT).

@@ -75,9 +75,12 @@ constexpr int64_t kCheapPointwiseWeight = 4;
 
 /// The step-time model that chooses among the cuts that fit a budget
 /// (Rematerializer::estimate): a byte a fused kernel reads or writes costs
-/// as much as this many matmul FLOPs. On the 2-core development VM oneDNN's
-/// GEMMs run at ~130 GFLOP/s and fused kernels move ~25 GB/s (bench/README.md).
-constexpr int64_t kFlopsPerKernelByte = 5;
+/// as much as flopsPerSecond / bytesPerSecond matmul FLOPs (the pass
+/// options, from the compile target's codegen::CostModel; the CPU target's
+/// 130 GFLOP/s and 26 GB/s give 5, bench/README.md), rounded to a whole number.
+static int64_t flopsPerKernelByte(double flopsPerSecond, double bytesPerSecond) {
+  return std::max<int64_t>(1, std::llround(flopsPerSecond / bytesPerSecond));
+}
 
 static int64_t weightedFlops(mlir::Operation *op, int64_t pointwiseWeight = kPointwiseFlopWeight) {
   return mlir::isa<ir::MatmulOp>(op) ? opFlops(op) : opFlops(op) * pointwiseWeight;
@@ -317,7 +320,10 @@ static int64_t replayArena(mlir::func::FuncOp func, const std::function<bool(mli
 
 class Rematerializer {
 public:
-  Rematerializer(mlir::func::FuncOp joint, const JointSlices &slices) : joint_(joint), slices_(slices) {
+  /// `flopsPerKernelByte`: the step-time model's cost of a kernel byte in
+  /// matmul FLOPs (the target's flops/s over bytes/s).
+  Rematerializer(mlir::func::FuncOp joint, const JointSlices &slices, int64_t flopsPerKernelByte)
+      : joint_(joint), slices_(slices), flopsPerKernelByte_(flopsPerKernelByte) {
     collectCone();
   }
 
@@ -350,6 +356,7 @@ private:
   llvm::DenseMap<mlir::Operation *, int64_t> itemCostCheapPointwise_;
   mutable std::map<std::vector<const void *>, Estimate> estimates_; // by saved values (program order)
   int64_t target_ = -1, fastestPeak_ = -1;
+  int64_t flopsPerKernelByte_;
 };
 
 /// PyTorch's is_materialized_backwards (ban_recompute_materialized_backward):
@@ -524,7 +531,7 @@ Estimate Rematerializer::replayCut(const Cut &cut) const {
     return role && role.getValue() == "saved";
   });
   // Time, in matmul-FLOP equivalents: GEMM FLOPs, and each kernel's bytes
-  // read and written at kFlopsPerKernelByte.
+  // read and written at flopsPerKernelByte_.
   int64_t time = 0;
   for (mlir::func::FuncOp func : {forward, backward})
     for (mlir::Operation &op : func.getBody().front()) {
@@ -532,9 +539,9 @@ Estimate Rematerializer::replayCut(const Cut &cut) const {
         time += opFlops(&op);
       } else if (mlir::isa<ir::FusionOp>(op)) {
         for (mlir::Value value : op.getOperands())
-          time += kFlopsPerKernelByte * valueBytes(value);
+          time += flopsPerKernelByte_ * valueBytes(value);
         for (mlir::Value value : op.getResults())
-          time += kFlopsPerKernelByte * valueBytes(value);
+          time += flopsPerKernelByte_ * valueBytes(value);
       }
     }
   return {cut.bytes + std::max(forwardArena, backwardArena), time};
@@ -775,7 +782,7 @@ struct KilnRematPass : public impl::KilnRematPassBase<KilnRematPass> {
     joint.walk([](mlir::Operation *op) { op->removeAttr("kiln.saved"); });
     if (slices.forwardOnly)
       return;
-    Rematerializer rematerializer(joint, slices);
+    Rematerializer rematerializer(joint, slices, flopsPerKernelByte(flopsPerSecond, bytesPerSecond));
     Cut cut = rematerializer.decide(memoryBudget);
     for (mlir::Value value : cut.saved)
       value.getDefiningOp()->setAttr("kiln.saved", builder.getUnitAttr());

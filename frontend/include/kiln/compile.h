@@ -85,6 +85,26 @@
 
 namespace kiln {
 
+/// A pass of the caller's own that joins kiln::compile's pipeline at a named
+/// point (as Inductor's joint_custom_pre_pass / post_grad_custom_post_pass).
+/// `pipeline` is a textual MLIR pass pipeline over the module
+/// ("my-pass{threshold=2}", "canonicalize,my-pass"), whose passes must be
+/// in the MLIR pass registry when compile() runs: a pass developer
+/// registers them from their own code (mlir::PassRegistration<MyPass>, or
+/// the registerXPass() that ODS generates), so no MLIR type appears here.
+/// The stages, in order: canonicalize, cse, autocast, remat, partition,
+/// fuse (kiln/passes/Pipeline.h; the module holds func @joint up to
+/// partition, then @forward and @backward). A pass at a stage that is
+/// switched off (autocast off, remat off) still runs at that point.
+/// Errors (an unknown stage, a pass not registered, a pass that fails):
+/// kiln::Error from the first call, with the pipeline's diagnostic.
+struct CustomPass {
+  enum class Position { Before, After };
+  std::string stage;                     ///< a stage name above
+  Position position = Position::After;   ///< before or after that stage
+  std::string pipeline;                  ///< the passes, as mlir-opt's --pass-pipeline text (without builtin.module())
+};
+
 struct CompileOptions {
   /// Directory for IR dumps (defaults to $KILN_DUMP_IR).
   std::string dump_ir_dir;
@@ -130,6 +150,9 @@ struct CompileOptions {
   /// std::vector<double>{m->scale}; };`. Prefer a buffer tensor for a value
   /// that changes often (see "Baked in at trace time" above). Unset: none.
   std::function<std::vector<double>()> guard_scalars;
+  /// Passes of the caller's own, run at their points in order (CustomPass).
+  /// Not guarded: set them before the first call.
+  std::vector<CustomPass> custom_passes;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).
@@ -192,7 +215,8 @@ private:
   /// The compiled segment for `call` (compiled now if new), or nullptr when
   /// its position is past cache_size_limit (then it runs eagerly).
   std::shared_ptr<Segment> find_segment(const SegmentCall &call, const char *op);
-  std::shared_ptr<Segment> compile_segment(const SegmentCall &call);
+  /// Re-traces a flushed segment with autograd and compiles its joint graph.
+  std::shared_ptr<Segment> trace_and_compile_segment(const SegmentCall &call);
   void run_segment(const Segment &segment, SegmentCall &call);
   void run_segment_eagerly(SegmentCall &call);
   /// The gradients of `call`'s inputs `grad_inputs` computed eagerly (replay
@@ -210,8 +234,13 @@ private:
   bool warned_uncompilable_ = false;
   std::vector<std::string> last_breaks_;
   std::vector<std::string> recompile_reasons_;  ///< why each artifact after the first was compiled
-  std::shared_ptr<Artifact> compile_for(const Tensor &input, const GuardKey &guard, bool grad_enabled);
-  bool compile_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why);
+  /// The artifact for a guard key that missed the cache: an instance of a
+  /// dynamic family, or traced and compiled (shape-generic or static); null
+  /// when the call runs eagerly (cache_size_limit, graph break, int32).
+  std::shared_ptr<Artifact> build_artifact(const Tensor &input, const GuardKey &guard, bool grad_enabled);
+  /// Fits `artifact`'s graph and `previous`'s to one symbolic graph over
+  /// input dim `dim` and compiles its shape-generic kernels (false + why).
+  bool compile_artifact_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why);
   std::shared_ptr<Artifact> instantiate(const DynamicFamily &family, int64_t s, std::string *why);
   std::vector<std::shared_ptr<DynamicFamily>> families_;
   std::shared_ptr<Guard> last_guard_;  ///< guards of the previous call (recompile reasons)

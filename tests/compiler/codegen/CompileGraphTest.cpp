@@ -46,7 +46,10 @@ void checkElementwise(OpKind kind, std::function<float(float, float)> ref, bool 
 
 } // namespace
 
-TEST(codegen_Compile, BinaryElementwise) {
+class codegen_Compile : public ConformanceTest {};
+INSTANTIATE_TEST_SUITE_P(cpu, codegen_Compile, ::testing::Values(DeviceType::CPU), deviceName);
+
+TEST_P(codegen_Compile, BinaryElementwise) {
   checkElementwise(
       OpKind::Add, [](float a, float b) { return a + b; }, false);
   checkElementwise(
@@ -57,7 +60,7 @@ TEST(codegen_Compile, BinaryElementwise) {
       OpKind::Div, [](float a, float b) { return a / b; }, false);
 }
 
-TEST(codegen_Compile, UnaryElementwise) {
+TEST_P(codegen_Compile, UnaryElementwise) {
   checkElementwise(
       OpKind::Neg, [](float a, float) { return -a; }, true);
   checkElementwise(
@@ -68,7 +71,7 @@ TEST(codegen_Compile, UnaryElementwise) {
       OpKind::Relu, [](float a, float) { return a > 0 ? a : 0.0f; }, true);
 }
 
-TEST(codegen_Compile, FusedChainWithStridedInput) {
+TEST_P(codegen_Compile, FusedChainWithStridedInput) {
   // out = exp(x * y - x), x arriving as a transposed view.
   GraphMaker m;
   int x = m.input({3, 5}), y = m.input({3, 5});
@@ -96,7 +99,7 @@ TEST(codegen_Compile, FusedChainWithStridedInput) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST(codegen_Compile, CompareSelectConvert) {
+TEST_P(codegen_Compile, CompareSelectConvert) {
   GraphMaker m;
   int x = m.input({4, 3}), y = m.input({4, 3});
   auto cmp = [&](ir::Predicate p) {
@@ -140,7 +143,7 @@ TEST(codegen_Compile, CompareSelectConvert) {
   }
 }
 
-TEST(codegen_Compile, BoolInputAndInt64Arithmetic) {
+TEST_P(codegen_Compile, BoolInputAndInt64Arithmetic) {
   GraphMaker m;
   int c = m.input({6}, ElementType::Bool);
   int a = m.input({6}, ElementType::I64), b = m.input({6}, ElementType::I64);
@@ -168,7 +171,7 @@ TEST(codegen_Compile, BoolInputAndInt64Arithmetic) {
   EXPECT_EQ(read<int64_t>(res[2])[0], wantSum);
 }
 
-TEST(codegen_Compile, Reductions) {
+TEST_P(codegen_Compile, Reductions) {
   // x: [2, 3, 4]; sum/max over {1}, {0, 2}, {2} keepdim, all dims.
   GraphMaker m;
   int x = m.input({2, 3, 4});
@@ -213,7 +216,7 @@ TEST(codegen_Compile, Reductions) {
   }
 }
 
-TEST(codegen_Compile, SoftmaxLikeReductionThenElementwise) {
+TEST_P(codegen_Compile, SoftmaxLikeReductionThenElementwise) {
   // y = exp(x - max(x, 1)) / sum(exp(x - max(x, 1)), 1): reductions feeding
   // elementwise ops through broadcasts.
   GraphMaker m;
@@ -245,7 +248,7 @@ TEST(codegen_Compile, SoftmaxLikeReductionThenElementwise) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST(codegen_Compile, MatmulWithTransposedOperand) {
+TEST_P(codegen_Compile, MatmulWithTransposedOperand) {
   GraphMaker m;
   int x = m.input({3, 4}), w = m.input({5, 4});
   int wt = m.node(OpKind::Transpose, {w}, {4, 5}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
@@ -263,7 +266,7 @@ TEST(codegen_Compile, MatmulWithTransposedOperand) {
   expectNear(read<float>(res[0]), want, 1e-4f);
 }
 
-TEST(codegen_Compile, BroadcastAdd) {
+TEST_P(codegen_Compile, BroadcastAdd) {
   GraphMaker m;
   int x = m.input({3, 5}), b = m.input({5}), c = m.input({3, 1});
   int bb = m.node(OpKind::Broadcast, {b}, {3, 5}, ElementType::F32);
@@ -281,7 +284,7 @@ TEST(codegen_Compile, BroadcastAdd) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST(codegen_Compile, JointLinearReluForwardAndBackward) {
+TEST_P(codegen_Compile, JointLinearReluForwardAndBackward) {
   // Forward: y = relu(x w^T + b). Backward with tangent gy:
   //   gz = gy * (z > 0); gw = gz^T x; gb = sum(gz, 0); gx = gz w.
   const int64_t N = 4, I = 3, O = 5;
@@ -369,12 +372,13 @@ static codegen::CompiledGraph compileSavingH(bool plus_one) {
   codegen::CompiledGraph compiled;
   std::string error;
   codegen::CompileOptions options;
+  options.device = conformanceDevice();
   options.remat = false;
   EXPECT_TRUE(codegen::compileGraph(m.done({y, a}, 1), options, &compiled, &error)) << error;
   return compiled;
 }
 
-TEST(codegen_Compile, OnlyPrivateSavedActivationsAreDonatable) {
+TEST_P(codegen_Compile, OnlyPrivateSavedActivationsAreDonatable) {
   // Saved h is donatable (codegen marks it, run_donating reuses it) when
   // its buffer is its own; not when h is also the forward output (the
   // caller holds it).
@@ -408,7 +412,7 @@ TEST(codegen_Compile, OnlyPrivateSavedActivationsAreDonatable) {
   }
 }
 
-TEST(codegen_Compile, ResultsMayAliasInputs) {
+TEST_P(codegen_Compile, ResultsMayAliasInputs) {
   // A transposed parameter returned as is: a view of the input, no copy.
   GraphMaker m;
   int w = m.input({2, 3});
@@ -423,7 +427,7 @@ TEST(codegen_Compile, ResultsMayAliasInputs) {
   EXPECT_EQ(read<float>(res[0]), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
-TEST(codegen_Compile, ErrorsAreMessagesNotCrashes) {
+TEST_P(codegen_Compile, ErrorsAreMessagesNotCrashes) {
   { // mismatched run-time input
     GraphMaker m;
     int x = m.input({2, 2});
@@ -439,12 +443,12 @@ TEST(codegen_Compile, ErrorsAreMessagesNotCrashes) {
     m.node(OpKind::Add, {x, 42}, {2, 2}, ElementType::F32);
     codegen::CompiledGraph compiled;
     std::string error;
-    EXPECT_FALSE(codegen::compileGraph(m.done({x}), {}, &compiled, &error));
+    EXPECT_FALSE(codegen::compileGraph(m.done({x}), conformanceOptions(), &compiled, &error));
     EXPECT_FALSE(error.empty());
   }
 }
 
-TEST(codegen_Compile, ConstantsAndScalarInputs) {
+TEST_P(codegen_Compile, ConstantsAndScalarInputs) {
   // y = broadcast(x: rank 0) * 3; the constant itself is also a result.
   GraphMaker m;
   int x = m.input({});
@@ -459,7 +463,7 @@ TEST(codegen_Compile, ConstantsAndScalarInputs) {
   expectNear(read<float>(res[1]), {3, 3, 3, 3});
 }
 
-TEST(codegen_Compile, MathUnaryElementwise) {
+TEST_P(codegen_Compile, MathUnaryElementwise) {
   checkElementwise(
       OpKind::Sqrt, [](float a, float) { return std::sqrt(a); }, true, true);
   checkElementwise(
@@ -474,7 +478,7 @@ TEST(codegen_Compile, MathUnaryElementwise) {
       OpKind::Cos, [](float a, float) { return std::cos(a); }, true);
 }
 
-TEST(codegen_Compile, MathApproximationsOverWideRanges) {
+TEST_P(codegen_Compile, MathApproximationsOverWideRanges) {
   // tanh/sin/cos are polynomial approximations: check them (and sqrt) on
   // 4096 points over wide ranges, including tanh's saturated tails.
   GraphMaker m;
@@ -503,7 +507,7 @@ TEST(codegen_Compile, MathApproximationsOverWideRanges) {
   expectNear(read<float>(res[3]), wa, 0.0f);
 }
 
-TEST(codegen_Compile, PowByConstantExponent) {
+TEST_P(codegen_Compile, PowByConstantExponent) {
   const std::vector<double> exponents = {0.0, 1.0, 2.0, 3.0, 5.0, -1.0, -2.0, 0.5, -0.5, 1.7, -2.5};
   GraphMaker m;
   int x = m.input({3, 5});
@@ -526,7 +530,7 @@ TEST(codegen_Compile, PowByConstantExponent) {
   }
 }
 
-TEST(codegen_Compile, PowOfNegativeBase) {
+TEST_P(codegen_Compile, PowOfNegativeBase) {
   // torch.pow semantics: integral exponents are defined for negative bases,
   // non-integral ones give NaN; x ^ 0 is 1.
   GraphMaker m;
@@ -569,7 +573,7 @@ std::vector<float> batchedReference(int64_t B, int64_t M, int64_t K, int64_t N,
 
 } // namespace
 
-TEST(codegen_Compile, BatchedMatmul) {
+TEST_P(codegen_Compile, BatchedMatmul) {
   const int64_t B = 3, M = 4, K = 5, N = 6;
   GraphMaker m;
   int a = m.input({B, M, K}), b = m.input({B, K, N});
@@ -591,7 +595,7 @@ TEST(codegen_Compile, BatchedMatmul) {
   expectNear(read<float>(res[1]), want, 1e-5f);
 }
 
-TEST(codegen_Compile, BatchedMatmulWithTransposedAndBroadcastOperands) {
+TEST_P(codegen_Compile, BatchedMatmulWithTransposedAndBroadcastOperands) {
   // y = a x transpose(w, [0, 2, 1]) with w [B, N, K]; u = transpose(a) x c
   // with c a [K', N] matrix broadcast over the batch (batch stride 0); and a
   // strided (transposed) run-time input for a.
@@ -625,12 +629,12 @@ TEST(codegen_Compile, BatchedMatmulWithTransposedAndBroadcastOperands) {
              1e-5f);
 }
 
-TEST(codegen_Compile, BatchedMatmulShapeErrorIsAMessage) {
+TEST_P(codegen_Compile, BatchedMatmulShapeErrorIsAMessage) {
   GraphMaker m;
   int a = m.input({2, 3, 4}), b = m.input({3, 4, 5});
   m.node(OpKind::Matmul, {a, b}, {2, 3, 5}, ElementType::F32);
   codegen::CompiledGraph compiled;
   std::string error;
-  EXPECT_FALSE(codegen::compileGraph(m.done({a}), {}, &compiled, &error));
+  EXPECT_FALSE(codegen::compileGraph(m.done({a}), conformanceOptions(), &compiled, &error));
   EXPECT_NE(error.find("batch dims differ"), std::string::npos) << error;
 }

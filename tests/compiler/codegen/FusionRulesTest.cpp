@@ -22,7 +22,10 @@ using runtime::TensorView;
 
 using namespace kiln::codegen_test;
 
-TEST(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
+class codegen_FusionRules : public ConformanceTest {};
+INSTANTIATE_TEST_SUITE_P(cpu, codegen_FusionRules, ::testing::Values(DeviceType::CPU), deviceName);
+
+TEST_P(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
   // e = exp(x) is returned and feeds n = neg(e) * x: one kernel, two results.
   GraphMaker m;
   int x = m.input({3, 5});
@@ -43,7 +46,7 @@ TEST(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
   expectNear(read<float>(res[1]), wn);
 }
 
-TEST(codegen_FusionRules, ReluBackwardFeedsMatmulAndBiasGrad) {
+TEST_P(codegen_FusionRules, ReluBackwardFeedsMatmulAndBiasGrad) {
   // gz = (z > 0) ? gy : 0 feeds a matmul (outside) and sum(gz, 0) in ONE
   // kernel that yields gz and the bias gradient.
   const int64_t N = 4, O = 6, I = 3;
@@ -73,7 +76,7 @@ TEST(codegen_FusionRules, ReluBackwardFeedsMatmulAndBiasGrad) {
   expectNear(read<float>(res[1]), wgb, 1e-4f);
 }
 
-TEST(codegen_FusionRules, SiblingsShareAnInput) {
+TEST_P(codegen_FusionRules, SiblingsShareAnInput) {
   // exp(x), relu(x) - x, sum(x, 1) and max(x, 1): one kernel, four results.
   GraphMaker m;
   int x = m.input({4, 6});
@@ -102,7 +105,7 @@ TEST(codegen_FusionRules, SiblingsShareAnInput) {
   expectNear(read<float>(res[3]), wm);
 }
 
-TEST(codegen_FusionRules, ReductionEpilogue) {
+TEST_P(codegen_FusionRules, ReductionEpilogue) {
   // s = sum(exp(x), 1) is returned and continues as log(s) * 0.25: one
   // kernel with prologue, reduction and epilogue.
   GraphMaker m;
@@ -125,7 +128,7 @@ TEST(codegen_FusionRules, ReductionEpilogue) {
   expectNear(read<float>(res[1]), ws);
 }
 
-TEST(codegen_FusionRules, StableLogSumExpAndMeanOverRows) {
+TEST_P(codegen_FusionRules, StableLogSumExpAndMeanOverRows) {
   // lse = log(sum(exp(x - max(x, 1)), 1)) + max(x, 1): one row fusion (the
   // max reaches the sum through reshape + broadcast, which join the kernel).
   GraphMaker m;
@@ -152,7 +155,7 @@ TEST(codegen_FusionRules, StableLogSumExpAndMeanOverRows) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST(codegen_FusionRules, SoftmaxIsOneRowKernel) {
+TEST_P(codegen_FusionRules, SoftmaxIsOneRowKernel) {
   GraphMaker m;
   int x = m.input({3, 8});
   auto rowReduce = [&](OpKind k, int v) {
@@ -179,7 +182,7 @@ TEST(codegen_FusionRules, SoftmaxIsOneRowKernel) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST(codegen_FusionRules, CycleThroughMatmulKeepsTwoKernels) {
+TEST_P(codegen_FusionRules, CycleThroughMatmulKeepsTwoKernels) {
   // e = exp(x) feeds a matmul whose result meets e again: merging the two
   // elementwise groups would be a cycle, so there are two kernels.
   GraphMaker m;
@@ -204,7 +207,7 @@ TEST(codegen_FusionRules, CycleThroughMatmulKeepsTwoKernels) {
   expectNear(read<float>(res[0]), want, 1e-4f);
 }
 
-TEST(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
+TEST_P(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
   // The saved pre-activation z: forward yields z and relu(z) from one kernel;
   // backward computes the mask, gz and sum(gz, 0) in one kernel.
   const int64_t N = 4, I = 3, O = 5;
@@ -252,7 +255,7 @@ TEST(codegen_FusionRules, JointLinearReluBackwardFusesMaskAndBiasGrad) {
   expectNear(read<float>(grads[1]), wgb, 1e-4f);
 }
 
-TEST(codegen_FusionRules, LargeSoftmaxRunsRowSplit) {
+TEST_P(codegen_FusionRules, LargeSoftmaxRunsRowSplit) {
   // A softmax over [512, 256] (1 MiB read and written, above
   // LaunchExecutable::kSplitMinBytes): one row kernel, emitted row-split
   // (dim 0 dynamic), run on slices of rows by the OpenMP threads; every row
@@ -287,7 +290,7 @@ TEST(codegen_FusionRules, LargeSoftmaxRunsRowSplit) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST(codegen_FusionRules, ColumnSumIsNotRowSplit) {
+TEST_P(codegen_FusionRules, ColumnSumIsNotRowSplit) {
   // sum(x, 0) reduces dim 0: its kernel keeps static shapes and one thread.
   GraphMaker m;
   int x = m.input({6, 4});
@@ -310,11 +313,12 @@ namespace {
 
 /// Compiles `graph` here (no kernel cache) with the IR dumped to a fresh
 /// temporary directory, and returns the first kernel's IR after
-/// kiln-fuse-elementwise (the codegen-passes.mlir dump); empty on failure.
+/// kiln-cpu-merge-generics (the codegen-passes.mlir dump); empty on failure.
 std::string fusedKernelIR(const ir::Graph &graph, const std::string &name, codegen::CompiledGraph *compiled) {
   const std::string dir = ::testing::TempDir() + name;
   std::filesystem::remove_all(dir);
   codegen::CompileOptions options;
+  options.device = conformanceDevice();
   options.dump_ir_dir = dir;
   options.kernel_cache_dir = std::string(); // compile here, so the passes are dumped
   std::string error;
@@ -326,7 +330,7 @@ std::string fusedKernelIR(const ir::Graph &graph, const std::string &name, codeg
     if (line.rfind("// -----// IR Dump After", 0) == 0) {
       if (inFused)
         break;
-      inFused = line.find("(kiln-fuse-elementwise)") != std::string::npos;
+      inFused = line.find("(kiln-cpu-merge-generics)") != std::string::npos;
     } else if (inFused) {
       kernel += line + "\n";
     }
@@ -337,10 +341,10 @@ std::string fusedKernelIR(const ir::Graph &graph, const std::string &name, codeg
 
 } // namespace
 
-TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
+TEST_P(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
   // e = exp(x) feeds three ops and both results (the shape of a GELU
   // recomputed next to its derivative): the kernel's elementwise ops become
-  // ONE linalg.generic with two results after kiln-fuse-elementwise (no
+  // ONE linalg.generic with two results after kiln-cpu-merge-generics (no
   // full-size temporary per multi-use value), and the values still equal
   // the closed form.
   const int64_t N = 64, C = 48;
@@ -373,7 +377,7 @@ TEST(codegen_FusionRules, ValueWithSeveralConsumersIsComputedOncePerElement) {
   EXPECT_EQ(generics, 1u) << kernel;
 }
 
-TEST(codegen_FusionRules, ElementwiseKernelWritesOverDyingOperands) {
+TEST_P(codegen_FusionRules, ElementwiseKernelWritesOverDyingOperands) {
   // p = a @ w1 and q = a @ w2 (GEMM results, read only by the kernel) ->
   // one kernel with u = p * q + 1 and v = exp(p) - q: both results are
   // written over p and q (two in-place pairs: the kernel's branch for equal
@@ -411,13 +415,13 @@ TEST(codegen_FusionRules, ElementwiseKernelWritesOverDyingOperands) {
   expectNear(read<float>(res[0]), want, 1e-4f);
 }
 
-TEST(codegen_FusionRules, RowKernelComputesAllResultsInOneLoop) {
+TEST_P(codegen_FusionRules, RowKernelComputesAllResultsInOneLoop) {
   // y = e / s with e = exp(x - max), s = sum(e), and its gradient as
   // autograd differentiates the division, dx = (g / s + sum(-g * e / s^2)) * e
   // (a softmax recomputed next to its backward, as under a memory budget;
   // dx does not read y): one row kernel, two [R, C] results, both computed
   // by the loop over row tiles (one result generic after
-  // kiln-fuse-elementwise, not a second pass over a kept exp); values
+  // kiln-cpu-merge-generics, not a second pass over a kept exp); values
   // against the closed form dx = y * (g - sum(g * y)).
   const int64_t R = 48, C = 40;
   GraphMaker m;
@@ -455,7 +459,7 @@ TEST(codegen_FusionRules, RowKernelComputesAllResultsInOneLoop) {
   expectNear(read<float>(res[0]), wy);
   expectNear(read<float>(res[1]), wdx);
 
-  // After kiln-fuse-elementwise: one generic yields both [R, C] results.
+  // After kiln-cpu-merge-generics: one generic yields both [R, C] results.
   const std::string both = "-> (tensor<48x40xf32>, tensor<48x40xf32>)";
   const std::string bothSplit = "-> (tensor<?x40xf32>, tensor<?x40xf32>)"; // row-split kernels: dim 0 dynamic
   EXPECT_TRUE(kernel.find(both) != std::string::npos || kernel.find(bothSplit) != std::string::npos) << kernel;

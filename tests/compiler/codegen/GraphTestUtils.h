@@ -120,10 +120,38 @@ template <class T> std::vector<T> read(const TensorView &v) {
   return out;
 }
 
+/// The device the conformance suites compile for: their test parameter
+/// (ConformanceTest sets it).
+inline Device &conformanceDevice() {
+  static Device device = kCPU;
+  return device;
+}
+
+/// Base of the conformance suites (IREE's CTS pattern): each TEST_P runs
+/// once per device type the file instantiates, e.g.
+///   INSTANTIATE_TEST_SUITE_P(cpu, codegen_Compile, ::testing::Values(DeviceType::CPU), deviceName);
+/// A new backend (a registered codegen::Target) adds one such line.
+class ConformanceTest : public ::testing::TestWithParam<DeviceType> {
+protected:
+  void SetUp() override { conformanceDevice() = Device(GetParam(), 0); }
+};
+
+inline std::string deviceName(const ::testing::TestParamInfo<DeviceType> &info) {
+  return device_type_name(info.param);
+}
+
+/// Default compile options for the conformance device.
+inline codegen::CompileOptions conformanceOptions() {
+  codegen::CompileOptions options;
+  options.device = conformanceDevice();
+  return options;
+}
+
 inline codegen::CompiledGraph compileOk(const ir::Graph &graph) {
   codegen::CompiledGraph compiled;
   std::string error;
   codegen::CompileOptions options;
+  options.device = conformanceDevice();
   if (const char *dir = std::getenv("KILN_DUMP_IR"))
     options.dump_ir_dir = dir; // for debugging
   bool ok = codegen::compileGraph(graph, options, &compiled, &error);

@@ -121,13 +121,16 @@ void checkFusedKernel(ElementType type) {
   }
 }
 
-TEST(codegen_Lowp, Bf16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(ElementType::BF16); }
-TEST(codegen_Lowp, F16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(ElementType::F16); }
+class codegen_Lowp : public ConformanceTest {};
+INSTANTIATE_TEST_SUITE_P(cpu, codegen_Lowp, ::testing::Values(DeviceType::CPU), deviceName);
+
+TEST_P(codegen_Lowp, Bf16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(ElementType::BF16); }
+TEST_P(codegen_Lowp, F16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(ElementType::F16); }
 
 /// The same bf16 kernels lowered with the software f32 <-> bf16 conversion
 /// (what hosts without AVX512-BF16 get), in a child process started with
 /// KILN_BF16_SOFTWARE=1 (read once per process) and no kernel cache.
-TEST(codegen_Lowp, SoftwareBf16ConversionGivesTheSameResults) {
+TEST_P(codegen_Lowp, SoftwareBf16ConversionGivesTheSameResults) {
   if (std::getenv("KILN_BF16_SOFTWARE"))
     GTEST_SKIP() << "already the child";
   EXPECT_EQ(runThisTestInChild("codegen_Lowp.Bf16FusedKernelComputesInF32AndRoundsOnce:codegen_Lowp."
@@ -140,7 +143,7 @@ TEST(codegen_Lowp, SoftwareBf16ConversionGivesTheSameResults) {
 /// x (f32) -> bf16 -> f32, times 3: an explicit rounding, also inside a
 /// kernel; a bf16 input -> f32 -> f16 -> f32 chain; a bf16 product -> i64
 /// truncates.
-TEST(codegen_Lowp, ExplicitConvertsRound) {
+TEST_P(codegen_Lowp, ExplicitConvertsRound) {
   GraphMaker m;
   int x = m.input({40}), h = m.input({40}, ElementType::BF16);
   int c = m.node(OpKind::Convert, {x}, {40}, ElementType::BF16);
@@ -173,7 +176,7 @@ TEST(codegen_Lowp, ExplicitConvertsRound) {
 }
 
 /// y = x w^T in bf16/f16 through the 16-bit GEMMs: small integers, exact.
-TEST(codegen_Lowp, MatmulInBf16AndF16) {
+TEST_P(codegen_Lowp, MatmulInBf16AndF16) {
   for (ElementType type : {ElementType::BF16, ElementType::F16}) {
     SCOPED_TRACE(ir::toString(type));
     GraphMaker m;
@@ -203,7 +206,7 @@ TEST(codegen_Lowp, MatmulInBf16AndF16) {
 /// CompileOptions::autocast on y = relu(x w^T + b): the GEMM runs in bf16
 /// (operands rounded, f32 accumulation, product rounded), the rest in f32,
 /// and the report says so.
-TEST(codegen_Lowp, AutocastOptionAndReport) {
+TEST_P(codegen_Lowp, AutocastOptionAndReport) {
   GraphMaker m;
   int x = m.input({6, 9}), w = m.input({4, 9}), b = m.input({4});
   int wt = m.node(OpKind::Transpose, {w}, {9, 4}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
@@ -211,6 +214,7 @@ TEST(codegen_Lowp, AutocastOptionAndReport) {
   int y = m.same(OpKind::Relu, {m.same(OpKind::Add, {mm, m.node(OpKind::Broadcast, {b}, {6, 4})})});
   const ir::Graph graph = m.done({y});
   codegen::CompileOptions options;
+  options.device = conformanceDevice();
   options.autocast = kBFloat16;
   codegen::CompiledGraph compiled;
   std::string error;

@@ -1,5 +1,5 @@
 // libFuzzer target: the kernel-cache entry reader (readCachedObject,
-// codegen/cpu/KernelCache.cpp) on arbitrary bytes.
+// codegen/KernelCache.cpp) on arbitrary bytes.
 //
 // Input: byte 0 picks the mode, the rest is the payload.
 //   even: the payload is an entry file as found on disk, read for kKey;
@@ -15,7 +15,7 @@
 #include <array>
 #include <string>
 
-#include "CpuBackend.h"
+#include "KernelCache.h"
 #include "fuzz_input.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SHA256.h"
@@ -42,7 +42,7 @@ std::string trailer_for(const std::string &key, const std::string &object) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  using kiln::codegen::cpu::CacheRead;
+  using kiln::codegen::CacheRead;
   static kiln::fuzz::MemFile file;
   if (size == 0)
     return 0;
@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     entry += trailer_for(kKey, entry);
   const std::string &path = file.put(entry.data(), entry.size());
   std::string object, why;
-  const CacheRead result = kiln::codegen::cpu::readCachedObject(path, kKey, &object, &why);
+  const CacheRead result = kiln::codegen::readCachedObject(path, kKey, &object, &why);
   const bool valid = entry.size() >= kTrailerSize &&
                      entry.substr(entry.size() - kTrailerSize) ==
                          trailer_for(kKey, entry.substr(0, entry.size() - kTrailerSize));

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "kiln/ir/Graph.h"
+#include "kiln/runtime/Device.h"
 #include "kiln/runtime/Executable.h"
 
 /// Kiln's version. Part of the kernel cache key: bump it (or the cache format
-/// in cpu/KernelCache.cpp) when generated code changes in ways the key does
+/// in KernelCache.cpp) when generated code changes in ways the key does
 /// not see.
 #define KILN_VERSION "0.1.0"
 
@@ -48,6 +49,17 @@ struct CompileOptions {
   /// that type (GEMMs in it, reductions/exp/log in f32; passes/README.md).
   /// Float32 (default): off. Any other dtype fails the compile.
   DType autocast = DType::Float32;
+  /// The device the graph runs on: its compile target is findTarget(type)
+  /// (kiln/codegen/Target.h); none registered fails the compile.
+  Device device = kCPU;
+  /// Passes of the caller's own joining the pipeline at a named stage
+  /// (passes::CustomPassSpec; kiln::CustomPass in kiln/compile.h).
+  struct CustomPass {
+    std::string stage;
+    bool after = true;
+    std::string pipeline;
+  };
+  std::vector<CustomPass> custom_passes;
 };
 
 /// One fusion group, for reports (kiln::explain and logs).
@@ -100,12 +112,12 @@ struct CompiledGraph {
   /// has no kernels.
   std::string kernel_cache_key;
   /// Wall time of compileGraph and its phases, in seconds: kiln module,
-  /// pipeline and kernel emission (frontend); kernels -> LLVM dialect (mlir);
+  /// pipeline and kernel emission (pipeline); kernels -> LLVM dialect (mlir);
   /// LLVM IR optimization + machine code + linking (llvm, 0 on a hit);
   /// reading and linking a cached object (cache_load); executables and the
   /// rest (the remainder of compile).
   double compile_seconds = 0.0;
-  double frontend_seconds = 0.0;
+  double pipeline_seconds = 0.0;
   double mlir_lowering_seconds = 0.0;
   double llvm_seconds = 0.0;
   double cache_load_seconds = 0.0;
@@ -131,7 +143,11 @@ KernelCacheStats kernelCacheStats();
 /// environment); empty when the cache is disabled.
 std::string resolveKernelCacheDir(const CompileOptions &options);
 
-/// Compiles `graph`. Returns false and fills `error` on failure.
+/// True when a compile target is registered for devices of `type`
+/// (findTarget, kiln/codegen/Target.h).
+bool hasCompileTarget(DeviceType type);
+
+/// Compiles `graph` with static shapes. Returns false and fills `error` on failure.
 bool compileGraph(const ir::Graph &graph, const CompileOptions &options,
                   CompiledGraph *out, std::string *error);
 

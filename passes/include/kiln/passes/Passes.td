@@ -43,6 +43,10 @@ def KilnRematPass : Pass<"kiln-remat", "mlir::ModuleOp"> {
   let options = [
     Option<"memoryBudget", "memory-budget", "double", /*default=*/"1.0",
            "In [0, 1]: 1 = the min-cut over cheap ops, 0 = recompute everything; in between, the fraction of budget 1's peak activation memory to stay within">,
+    Option<"bytesPerSecond", "bytes-per-second", "double", /*default=*/"26e9",
+           "The step-time model's kernel memory traffic (the compile target's codegen::CostModel; default: the CPU target's)">,
+    Option<"flopsPerSecond", "flops-per-second", "double", /*default=*/"130e9",
+           "The step-time model's GEMM throughput; a kernel byte costs flops-per-second / bytes-per-second FLOPs, rounded to a whole number (default 5)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::kiln::ir::KilnDialect"];

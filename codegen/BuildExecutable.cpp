@@ -1,5 +1,8 @@
 // func @forward / @backward -> runtime::LaunchExecutable.
-#include "CpuBackend.h"
+#include "BuildExecutable.h"
+
+#include "GeneralizeKernel.h"
+#include "KernelAbi.h"
 
 #include <cstring>
 
@@ -8,71 +11,11 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace kiln::codegen::cpu {
+namespace kiln::codegen {
 
 using namespace mlir;
 
-FailureOr<DType> dtypeOf(Type element) {
-  if (element.isF32())
-    return DType::Float32;
-  if (element.isF16())
-    return DType::Float16;
-  if (element.isBF16())
-    return DType::BFloat16;
-  if (element.isInteger(64))
-    return DType::Int64;
-  if (element.isInteger(1))
-    return DType::Bool;
-  if (element.isF64())
-    return DType::Float64;
-  if (element.isInteger(32))
-    return DType::Int32;
-  return failure();
-}
-
-Value memoryRoot(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!ir::isLayoutOp(op) || op->getNumOperands() == 0)
-      break;
-    value = op->getOperand(0);
-  }
-  return value;
-}
-
 namespace {
-
-/// Element strides of `v` at run time (see operandStrides).
-std::vector<int64_t> stridesOf(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  std::vector<int64_t> sizes(type.getShape().begin(), type.getShape().end());
-  Operation *def = v.getDefiningOp();
-  if (!def)
-    return runtime::contiguous_strides(sizes);
-  if (auto t = dyn_cast<ir::TransposeOp>(def)) {
-    std::vector<int64_t> in = stridesOf(t.getInput()), out;
-    for (int64_t p : t.getPermutation())
-      out.push_back(in[p]);
-    return out;
-  }
-  if (auto bc = dyn_cast<ir::BroadcastOp>(def)) {
-    auto inType = cast<RankedTensorType>(bc.getInput().getType());
-    std::vector<int64_t> in = stridesOf(bc.getInput()), out(sizes.size(), 0);
-    const size_t rank = sizes.size(), brank = inType.getRank();
-    for (size_t i = 0; i < brank; ++i) {
-      size_t d = rank - brank + i;
-      out[d] = inType.getDimSize(i) == sizes[d] ? in[i] : 0;
-    }
-    return out;
-  }
-  if (auto r = dyn_cast<ir::ReshapeOp>(def)) {
-    auto inType = cast<RankedTensorType>(r.getInput().getType());
-    std::vector<int64_t> inSizes(inType.getShape().begin(), inType.getShape().end()), out;
-    if (runtime::compute_view_strides(inSizes, stridesOf(r.getInput()), sizes, &out))
-      return out;
-    return runtime::contiguous_strides(sizes);
-  }
-  return runtime::contiguous_strides(sizes); // kernel / GEMM results, copies
-}
 
 std::string opName(Operation *op) { return op->getName().getStringRef().str(); }
 
@@ -295,13 +238,6 @@ private:
 
 } // namespace
 
-std::vector<std::vector<int64_t>> operandStrides(ir::FusionOp fusion) {
-  std::vector<std::vector<int64_t>> strides;
-  for (Value v : fusion.getInputs())
-    strides.push_back(stridesOf(v));
-  return strides;
-}
-
 std::shared_ptr<runtime::LaunchExecutable>
 buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
   KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
@@ -319,4 +255,4 @@ std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, co
   return b.build(func);
 }
 
-} // namespace kiln::codegen::cpu
+} // namespace kiln::codegen

@@ -3,13 +3,15 @@
 // runtime scalar arguments — for automatic dynamic shapes (generalizeKernel:
 // a fusion compared with the same fusion at another size) and for row-split
 // kernels (dim 0 only). EmitKernel.cpp emits the kernel from it.
-#include "CpuBackend.h"
+#include "GeneralizeKernel.h"
+
+#include "KernelAbi.h"
 
 #include <map>
 
 #include "mlir/IR/BuiltinTypes.h"
 
-namespace kiln::codegen::cpu {
+namespace kiln::codegen {
 
 using namespace mlir;
 
@@ -167,4 +169,4 @@ std::vector<double> scalarArguments(ir::FusionOp fusion, const KernelGeneralizat
   return values;
 }
 
-} // namespace kiln::codegen::cpu
+} // namespace kiln::codegen

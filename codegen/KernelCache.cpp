@@ -6,7 +6,7 @@
 // key and the object, magic "KILNOBJ1"). The file is still an ELF object (readelf and
 // objdump ignore the trailer); the trailer lets a truncated or corrupted entry
 // be rejected before LLVM ever parses it.
-#include "CpuBackend.h"
+#include "KernelCache.h"
 
 #include <algorithm>
 #include <array>
@@ -17,19 +17,17 @@
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/TargetParser/Host.h"
 
 namespace kiln::codegen {
 
 KernelCacheStats kernelCacheStats() {
-  cpu::KernelCacheCounters &c = cpu::kernelCacheCounters();
+  KernelCacheCounters &c = kernelCacheCounters();
   KernelCacheStats s;
   s.hits = c.hits.load();
   s.misses = c.misses.load();
@@ -59,9 +57,6 @@ std::string resolveKernelCacheDir(const CompileOptions &options) {
   return std::string(path);
 }
 
-} // namespace kiln::codegen
-
-namespace kiln::codegen::cpu {
 
 namespace {
 
@@ -72,8 +67,9 @@ namespace {
 /// kernels merged into one multi-result generic. v4: row kernels' results
 /// merged into one generic; in-place branches. v5: the in-place branch
 /// without partial aliasing, reading operands through the result pointer.
-constexpr const char *kCacheFormat =
-    "kiln-kernel-cache-v5;opt=O3;codegen=Aggressive;abi=packed-memref;vector-width=512-on-avx512";
+/// v6: the target's part (its name, optimization levels, machine and
+/// lowering) comes from Target::cacheKeyPrefix.
+constexpr const char *kCacheFormat = "kiln-kernel-cache-v6;abi=packed-memref";
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'O', 'B', 'J', '1'};
 constexpr size_t kTrailerSize = 8 + 32 + 8;
 
@@ -115,21 +111,7 @@ KernelCacheCounters &kernelCacheCounters() {
   return counters;
 }
 
-std::string hostTargetDescription() {
-  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder) {
-    llvm::consumeError(builder.takeError());
-    return llvm::sys::getProcessTriple() + "|" + llvm::sys::getHostCPUName().str();
-  }
-  std::vector<std::string> features = builder->getFeatures().getFeatures();
-  std::sort(features.begin(), features.end()); // independent of map order
-  std::string out = builder->getTargetTriple().str() + "|" + builder->getCPU() + "|";
-  for (const std::string &f : features)
-    out += f + ",";
-  return out;
-}
-
-std::string kernelCacheKey(mlir::ModuleOp kernels, const std::string &lowering) {
+std::string kernelCacheKey(mlir::ModuleOp kernels, const std::string &targetPrefix) {
   llvm::SHA256 sha;
   // Each field ends with a NUL so no two field lists hash the same text.
   auto field = [&](llvm::StringRef s) {
@@ -139,9 +121,7 @@ std::string kernelCacheKey(mlir::ModuleOp kernels, const std::string &lowering) 
   field(kCacheFormat);
   field(KILN_VERSION);
   field(LLVM_VERSION_STRING);
-  static const std::string host = hostTargetDescription();
-  field(host);
-  field(lowering);
+  field(targetPrefix);
   {
     HashStream os(sha);
     // Deterministic text: no locations, custom assembly, full constants.
@@ -228,4 +208,4 @@ bool storeCachedObject(const KernelLibrary &library, const std::string &path, co
   return true;
 }
 
-} // namespace kiln::codegen::cpu
+} // namespace kiln::codegen

@@ -1,0 +1,48 @@
+// codegen/BuildExecutable.h - func @forward / @backward ->
+// runtime::LaunchExecutable (private to codegen/; target-neutral: kernels
+// come from a KernelLibrary through a KernelBinder).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "kiln/codegen/Target.h"
+#include "kiln/ir/KilnOps.h"
+#include "kiln/runtime/LaunchExecutable.h"
+
+namespace kiln::codegen {
+
+/// Builds the launch list of `func` (after the pipeline: only kiln.fusion,
+/// kiln.matmul, kiln.transpose/broadcast/reshape, func.return). Kernels come
+/// from `library`, which the executable keeps alive. Null and `*error` for an
+/// op it cannot run.
+std::shared_ptr<runtime::LaunchExecutable>
+buildExecutable(mlir::func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error);
+
+/// Which compiled function runs a kiln.fusion, and the runtime scalars
+/// appended to its operands (shape-generic kernels); null `fn` with `*error`
+/// set when there is none.
+struct KernelBinding {
+  runtime::PackedKernel fn = nullptr;
+  std::vector<std::pair<DType, double>> scalars;
+  /// The operand strides the kernel was compiled for (kDynamic: any); empty:
+  /// operandStrides(fusion).
+  std::vector<std::vector<int64_t>> strides;
+  /// The kernel was emitted row-split (emitKernel + isRowSplittable).
+  bool splitRows = false;
+  /// The kernel may run with results over operands (inPlacePairs).
+  std::vector<runtime::InPlace> inPlace;
+};
+using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
+
+/// buildExecutable with kernels chosen by `bind` instead of by name.
+std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp func, const KernelBinder &bind,
+                                                           std::shared_ptr<const void> keepAlive,
+                                                           std::string *error);
+
+} // namespace kiln::codegen

@@ -1,0 +1,106 @@
+// kiln/codegen/Target.h - what a code generation target provides to the
+// compiler (Compiler.cpp), and the registry of targets by device type.
+//
+// A target turns each kiln.fusion of the pipeline's output into a kernel
+// function (its own dialects: linalg for the CPU), compiles the module of a
+// graph's kernels into a KernelLibrary (or loads a cached object into one),
+// and says how fast its device computes and moves bytes (kiln-remat's time
+// model). Everything else — the stage table, the one dedup of identical
+// kernels, the kernel cache, shape generalization, the executables — is
+// target-neutral and lives in codegen/ outside any target's folder.
+//
+//   std::shared_ptr<const Target> t = findTarget(DeviceType::CPU);  // cpu/CpuTarget.cpp
+//   t->emitKernel(fusion, kernels, "kernel");
+//
+// Registering a target (a program or a test, before kiln::compile runs):
+//   codegen::register_target(DeviceType::PrivateUse1, codegen::cpuTarget());
+// serves a host-accessible PrivateUse1 device with the CPU's kernels.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include "kiln/ir/KilnOps.h"
+#include "kiln/runtime/Device.h"
+#include "kiln/runtime/KernelHandle.h"
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace kiln::codegen {
+
+struct KernelGeneralization; // GeneralizeKernel.h
+
+/// The compiled code of one graph's kernel module; executables keep it alive.
+class KernelLibrary {
+public:
+  virtual ~KernelLibrary() = default;
+  /// The packed entry point of kernel `name`, or null and `*error`.
+  virtual runtime::PackedKernel lookup(const std::string &name, std::string *error) const = 0;
+  /// Writes the object code the kernel cache stores (a library compiled with
+  /// keepObject). False and `*error` when there is none.
+  virtual bool dumpObject(const std::string &path, std::string *error) const = 0;
+};
+
+/// A device's speed, for kiln-remat's step-time model (its pass options
+/// `bytes-per-second` and `flops-per-second`): a kernel byte read or written
+/// costs flops_per_second / bytes_per_second matmul FLOPs.
+struct CostModel {
+  double bytes_per_second = 0.0; ///< fused kernels' memory traffic
+  double flops_per_second = 0.0; ///< GEMM throughput
+};
+
+/// Where the time of compileKernels went, in seconds.
+struct KernelCompileTimes {
+  double lowering_seconds = 0.0; ///< kernel dialects -> the target's IR (MLIR)
+  double codegen_seconds = 0.0;  ///< the target's IR -> machine code (LLVM)
+};
+
+class Target {
+public:
+  virtual ~Target() = default;
+  /// Short name, for errors and dumps ("cpu").
+  virtual std::string name() const = 0;
+  /// Adds the dialects, interfaces and translations the target's kernels
+  /// need (on top of the kiln dialects).
+  virtual void registerDialects(mlir::DialectRegistry &registry) const = 0;
+  /// Appends the kernel of `fusion` to `kernels` as `func.func @<name>`
+  /// (default: fusion.getKernel()). Errors are MLIR diagnostics on the op.
+  virtual mlir::LogicalResult emitKernel(ir::FusionOp fusion, mlir::ModuleOp kernels,
+                                         llvm::StringRef name = {}) const = 0;
+  /// The same, shape-generic (`?` dims and scalar arguments of `generic`).
+  virtual mlir::LogicalResult emitGenericKernel(ir::FusionOp fusion, const KernelGeneralization &generic,
+                                                llvm::StringRef name, mlir::ModuleOp kernels) const = 0;
+  /// What the kernel cache key holds for this target besides the kernels'
+  /// IR: the target's name, machine and the whole lowering (a changed
+  /// lowering must miss the cache).
+  virtual std::string cacheKeyPrefix(mlir::MLIRContext *context) const = 0;
+  /// Compiles a module of emitted kernels (consumed: lowered in place) into
+  /// a library that resolves every name in `names`. `dump_dir` non-empty:
+  /// the lowering's IR is written there. `keepObject`: dumpObject works.
+  virtual std::shared_ptr<KernelLibrary> compileKernels(mlir::ModuleOp kernels, const std::vector<std::string> &names,
+                                                        const std::string &dump_dir, bool keepObject,
+                                                        KernelCompileTimes *times, std::string *error) const = 0;
+  /// A library from cached object code (dumpObject's), or null and `*error`.
+  virtual std::shared_ptr<KernelLibrary> loadKernels(const std::string &object, const std::vector<std::string> &names,
+                                                     std::string *error) const = 0;
+  virtual CostModel costModel() const = 0;
+};
+
+/// The CPU target (cpu/CpuTarget.cpp): linalg kernels, LLVM, ORC JIT.
+std::shared_ptr<const Target> cpuTarget();
+
+/// The target that compiles graphs for devices of `type` (the CPU's is
+/// registered from the start), or null.
+std::shared_ptr<const Target> findTarget(DeviceType type);
+
+/// Makes `target` serve devices of `type` (replacing any before). The CPU
+/// target may serve a host-accessible PrivateUse1 device.
+void register_target(DeviceType type, std::shared_ptr<const Target> target);
+
+} // namespace kiln::codegen

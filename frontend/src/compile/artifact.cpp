@@ -1,0 +1,168 @@
+// compile/artifact.cpp - tracing a module for kiln::compile, codegen's
+// options, and the compile statistics of an artifact.
+#include <chrono>
+#include <cstdlib>
+
+#include "compile/artifact.h"
+#include "kiln/ops.h"
+#include "kiln/random.h"
+
+namespace kiln::compile_detail {
+
+runtime::TensorView to_view(const Tensor &t) {
+  const TensorImpl &i = *t.impl();
+  return runtime::TensorView{i.storage, i.offset, i.sizes, i.strides, i.dtype};
+}
+
+Tensor from_view(const runtime::TensorView &v) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = v.buffer;
+  impl->offset = v.offset;
+  impl->sizes = v.sizes;
+  impl->strides = v.strides;
+  impl->dtype = v.dtype;
+  return Tensor(std::move(impl));
+}
+
+bool log_enabled(const char *what) {
+  const char *env = std::getenv("KILN_LOG");
+  return env && std::string(env).find(what) != std::string::npos;
+}
+
+/// The defined gradients among `grads`, and in `positions` the positions of
+/// those (a tensor that no gradient reaches keeps an undefined .grad, as in
+/// eager: a zero gradient would let optimizers decay and move it).
+std::vector<Tensor> defined_gradients(const std::vector<Tensor> &grads, std::vector<int> &positions) {
+  std::vector<Tensor> kept;
+  std::vector<int> kept_positions;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) {
+      kept.push_back(grads[i]);
+      kept_positions.push_back(positions[i]);
+    }
+  positions = std::move(kept_positions);
+  return kept;
+}
+
+/// Traces forward + backward of `module` on `input`: the artifact's graph,
+/// captured tensors, random draws and gradient positions (not compiled yet).
+std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward) {
+  auto artifact = std::make_shared<CompiledModule::Artifact>();
+  // Tracing runs the model once; random draws made while tracing must not
+  // shift the generator, so the compiled call that follows sees exactly the
+  // state an eager call would.
+  const Generator generator_before = default_generator();
+  trace::Tracer tracer;
+  Tensor traced_input = input.detach();
+  if (input.requires_grad() && with_backward) traced_input.requires_grad_(true);
+  Tensor output;
+  std::vector<Tensor> grads;
+  {
+    trace::TracingScope scope(&tracer);
+    tracer.add_user_input(traced_input);
+    output = module.forward(traced_input);
+    KILN_CHECK(output.defined(), "kiln::compile: ", module.name(), ".forward returned an undefined tensor");
+    if (with_backward && output.requires_grad()) {
+      Tensor tangent;
+      {
+        trace::PauseTracing pause;
+        tangent = ones_like(output);
+      }
+      tracer.add_tangent(tangent);
+      // Gradient targets: captured leaves that require grad, then the input.
+      std::vector<Tensor> targets;
+      std::vector<int> positions;
+      const auto &captured = tracer.captured();
+      for (size_t i = 0; i < captured.size(); ++i)
+        if (captured[i].requires_grad() && captured[i].is_leaf()) {
+          targets.push_back(captured[i]);
+          positions.push_back(static_cast<int>(i) + 1);
+        }
+      if (traced_input.requires_grad()) {
+        targets.push_back(traced_input);
+        positions.push_back(0);
+      }
+      if (!targets.empty()) {
+        grads = defined_gradients(autograd::grad({output}, {tangent}, targets), positions);
+        artifact->grad_inputs = positions;
+      }
+    }
+  }
+  default_generator() = generator_before;
+  artifact->traced = tracer.finish({output}, grads);
+  artifact->captured = tracer.captured();
+  artifact->random_draws = tracer.random_draws();
+  const size_t first_random = 1 + artifact->captured.size();
+  for (size_t i = 0; i < artifact->random_draws.size(); ++i)
+    artifact->random_shapes.push_back(artifact->traced.values[artifact->traced.inputs[first_random + i]].shape);
+  artifact->output_types = {output.dtype()};
+  return artifact;
+}
+
+codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
+                                        const CompileStats &stats, Device device) {
+  codegen::CompileOptions copts;
+  copts.device = device;
+  for (const CustomPass &custom : options.custom_passes)
+    copts.custom_passes.push_back({custom.stage, custom.position == CustomPass::Position::After, custom.pipeline});
+  copts.remat = options.remat;
+  copts.memory_budget = options.memory_budget;
+  copts.autocast = options.autocast;
+  // One folder per compiled graph: <dir>/<Module>-<n>/NN-<stage>.mlir.
+  if (!options.dump_ir_dir.empty())
+    copts.dump_ir_dir = options.dump_ir_dir + "/" + module.name() + "-" + std::to_string(stats.compiles);
+  return copts;
+}
+
+Device compile_device(const Tensor &input, const nn::Module &module) {
+  const Device device = input.device();
+  auto check = [&](const Tensor &t, const char *kind, const std::string &name) {
+    KILN_CHECK(t.device() == device, "kiln::compile: expected the input and every parameter and buffer of ",
+               module.name(), " on one device, got ", device.str(), " (input) and ", t.device().str(), " (", kind,
+               " ", name, ")");
+  };
+  for (const auto &[name, p] : module.named_parameters()) check(p, "parameter", name);
+  for (const auto &[name, b] : module.named_buffers()) check(b, "buffer", name);
+  KILN_CHECK(codegen::hasCompileTarget(device.type), "kiln::compile: no compile target for device ", device.str(),
+             " (", module.name(), "'s input); codegen::register_target registers one, the CPU's is built in");
+  return device;
+}
+
+void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats) {
+  stats.last_compile_seconds = seconds;
+  stats.num_fusions = static_cast<int>(artifact.graph.fusions.size());
+  stats.forward_arena_bytes = artifact.graph.forward->arena_bytes();
+  // The backward's arena when the saved activations are donated (every
+  // backward without retain_graph whose saved buffers nothing else holds).
+  stats.backward_arena_bytes = artifact.graph.backward ? artifact.graph.backward->donating_arena_bytes() : 0;
+  stats.arena_bytes = stats.forward_arena_bytes + stats.backward_arena_bytes;
+  stats.saved_bytes = artifact.graph.saved_bytes;
+  stats.recompute_flops = artifact.graph.recompute_flops;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Compiles a traced artifact with static shapes.
+void compile_artifact_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
+                    CompileStats &stats) {
+  std::string error;
+  auto start = std::chrono::steady_clock::now();
+  bool ok = codegen::compileGraph(artifact.traced, codegen_options(module, options, stats, artifact.guard->key.device),
+                                  &artifact.graph, &error);
+  KILN_CHECK(ok, "kiln::compile: compiling ", module.name(), " failed: ", error,
+             "\nRun the model eagerly (without kiln::compile) to work around this, and set KILN_DUMP_IR=<dir> "
+             "to see the IR.");
+  record_compile(artifact, seconds_since(start), stats);
+}
+
+/// The first element type in `graph` that the kiln dialect does not have
+/// (int32), or nullptr.
+const char *uncompilable_type(const ir::Graph &graph) {
+  for (const ir::Value &v : graph.values)
+    if (v.type == ir::ElementType::I32) return ir::toString(v.type);
+  return nullptr;
+}
+
+}  // namespace kiln::compile_detail

@@ -1,0 +1,131 @@
+// compile/artifact.h - the pieces of kiln::compile shared by its files
+// (private to frontend/src/compile): the artifact structs of CompiledModule
+// and the helpers that trace a module and hand its graph to codegen.
+//
+//   compile.cpp    guard -> artifact (cache, dynamic shapes) -> run forward
+//   segments.cpp   graph breaks: lazy segments, compiled or run eagerly
+//   replay.cpp     eager replay of a recorded graph (segments)
+//   artifact.cpp   tracing a module, codegen options, compile statistics
+//   explain.cpp    CompiledModule::describe and kiln::explain
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/guard_key.h"
+#include "compile/tracer.h"
+#include "kiln/autograd.h"
+#include "kiln/codegen/Compiler.h"
+#include "kiln/compile.h"
+#include "kiln/ir/DynamicShapes.h"
+
+namespace kiln {
+
+/// One compiled graph and how to bind it.
+struct CompiledModule::Artifact {
+  codegen::CompiledGraph graph;
+  std::shared_ptr<Guard> guard;     ///< the guards it was compiled for
+  std::vector<Tensor> captured;     ///< bound by reference each call (parameters)
+  std::vector<trace::RandomDraw> random_draws;  ///< redrawn each call (dropout masks)
+  std::vector<Shape> random_shapes; ///< the shape of each draw
+  std::vector<int> grad_inputs;     ///< primal positions that receive gradients
+  std::vector<DType> output_types;  ///< forward outputs
+  ir::Graph traced;                 ///< the graph, kept to fit a dynamic dim on a size change
+};
+
+/// Automatic dynamic shapes: one input dim is the symbol s; every size of it
+/// (>= 2) is served by instantiating `symbolic` and binding the shared
+/// shape-generic kernels, without tracing or LLVM.
+struct CompiledModule::DynamicFamily {
+  std::string key;                  ///< GuardKey::str() with the dynamic dim printed as "s"
+  int dim = 0;                      ///< the input dim that is dynamic
+  ir::SymbolicGraph symbolic;
+  std::shared_ptr<const codegen::DynamicKernels> kernels;
+  std::shared_ptr<Artifact> prototype;  ///< captured tensors, draws, grad inputs (graph unused)
+  std::vector<int64_t> sizes;       ///< sizes it served so far, in order (not the static first one)
+};
+
+/// One compiled segment of a module with graph breaks.
+struct CompiledModule::Segment {
+  std::shared_ptr<Artifact> artifact;  ///< graph (forward/backward) and grad_inputs
+  std::vector<int> grad_outputs;       ///< forward outputs that carry a gradient (have a tangent)
+  /// reach[k][i]: a gradient flows from grad_outputs[k] to grad input i
+  /// (CompiledBackward::reach).
+  std::vector<std::vector<bool>> reach;
+  int num_ops = 0;
+};
+
+struct CompiledModule::Guard {
+  GuardKey key;
+};
+
+/// One flushed segment of this call: the recorded graph, the tensors it reads
+/// and the tensors that get its values.
+struct CompiledModule::SegmentCall {
+  ir::Graph graph;
+  std::vector<int> detached;     ///< values recorded as detach() (Tracer::detached)
+  std::vector<int> no_grad;      ///< values recorded under the user's NoGradGuard (Tracer::no_grad)
+  std::vector<Tensor> inputs;    ///< per graph input, the tensor bound to it
+  std::vector<Tensor> holders;   ///< per graph output, the tensor that gets its value
+  std::string key;               ///< the segment's guard: graph, detaches, gradient flags, checkpoint
+  bool grad_enabled = false;     ///< the user's grad mode
+  bool checkpointed = false;     ///< inside autograd::checkpoint: saves nothing, recomputes in backward
+  int site = 0;                  ///< position among this call's flushes
+};
+
+/// The segments compiled at one position of the call (the k-th flush), to
+/// bound recompiles there and say why each happened.
+struct CompiledModule::SegmentSite {
+  int compiled = 0;        ///< segment graphs compiled at this position
+  ir::Graph last;          ///< the graph seen here last
+  std::string last_key;
+};
+
+}  // namespace kiln
+
+namespace kiln::compile_detail {
+
+using autograd::TensorList;
+
+/// The runtime view of `t` (shares its storage).
+runtime::TensorView to_view(const Tensor &t);
+/// A tensor over the storage of `v`.
+Tensor from_view(const runtime::TensorView &v);
+/// KILN_LOG contains `what`.
+bool log_enabled(const char *what);
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+/// The defined gradients among `grads`, and in `positions` the positions of
+/// those (a tensor that no gradient reaches keeps an undefined .grad, as in
+/// eager: a zero gradient would let optimizers decay and move it).
+std::vector<Tensor> defined_gradients(const std::vector<Tensor> &grads, std::vector<int> &positions);
+
+/// Traces forward + backward of `module` on `input`: the artifact's graph,
+/// captured tensors, random draws and gradient positions (not compiled yet).
+std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward);
+
+/// codegen's options for one compile of `module` on `device` (remat,
+/// budget, autocast, custom passes, the IR dump folder <dir>/<Module>-<n>).
+codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
+                                        const CompileStats &stats, Device device);
+
+/// The device a compiled graph of `module` runs on: the input's. Throws
+/// kiln::Error when a parameter or buffer is on another device (naming
+/// both) or when no compile target serves it (codegen::register_target).
+Device compile_device(const Tensor &input, const nn::Module &module);
+
+/// Copies the artifact's compile time, kernel count and memory plan into
+/// `stats`.
+void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats);
+
+/// Compiles a traced artifact with static shapes.
+void compile_artifact_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,
+                    CompileStats &stats);
+
+/// The first element type in `graph` that the kiln dialect does not have
+/// (int32), or nullptr.
+const char *uncompilable_type(const ir::Graph &graph);
+
+}  // namespace kiln::compile_detail
