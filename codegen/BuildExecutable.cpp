@@ -93,6 +93,7 @@ public:
     return exe;
   }
 
+  void setDevice(Device device) { builder.setDevice(device); }
   void keepAlive(std::shared_ptr<const void> owner) { builder.keepAlive(std::move(owner)); }
 
 private:
@@ -238,19 +239,21 @@ private:
 
 } // namespace
 
-std::shared_ptr<runtime::LaunchExecutable>
-buildExecutable(func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error) {
+std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func,
+                                                           std::shared_ptr<const KernelLibrary> library,
+                                                           Device device, std::string *error) {
   KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
     return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}, {}, isRowSplittable(fusion),
                          inPlacePairs(fusion)};
   };
-  return buildExecutable(func, byName, library, error);
+  return buildExecutable(func, byName, library, device, error);
 }
 
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, const KernelBinder &bind,
-                                                           std::shared_ptr<const void> keepAlive,
+                                                           std::shared_ptr<const void> keepAlive, Device device,
                                                            std::string *error) {
   ExecutableBuilder b(bind, error);
+  b.setDevice(device);
   b.keepAlive(std::move(keepAlive));
   return b.build(func);
 }

@@ -18,11 +18,13 @@
 namespace kiln::codegen {
 
 /// Builds the launch list of `func` (after the pipeline: only kiln.fusion,
-/// kiln.matmul, kiln.transpose/broadcast/reshape, func.return). Kernels come
-/// from `library`, which the executable keeps alive. Null and `*error` for an
-/// op it cannot run.
-std::shared_ptr<runtime::LaunchExecutable>
-buildExecutable(mlir::func::FuncOp func, std::shared_ptr<const KernelLibrary> library, std::string *error);
+/// kiln.matmul, kiln.transpose/broadcast/reshape, func.return) for `device`:
+/// the executable allocates from that device's backend and launches there.
+/// Kernels come from `library`, which the executable keeps alive. Null and
+/// `*error` for an op it cannot run.
+std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp func,
+                                                           std::shared_ptr<const KernelLibrary> library,
+                                                           Device device, std::string *error);
 
 /// Which compiled function runs a kiln.fusion, and the runtime scalars
 /// appended to its operands (shape-generic kernels); null `fn` with `*error`
@@ -42,7 +44,7 @@ using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string
 
 /// buildExecutable with kernels chosen by `bind` instead of by name.
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp func, const KernelBinder &bind,
-                                                           std::shared_ptr<const void> keepAlive,
+                                                           std::shared_ptr<const void> keepAlive, Device device,
                                                            std::string *error);
 
 } // namespace kiln::codegen

@@ -308,12 +308,12 @@ void readReports(const PipelineResult &self, const ir::Graph &graph, CompiledGra
 
 /// The forward and backward executables of `self`, kernels chosen by `bind`.
 bool buildExecutables(const PipelineResult &self, const KernelBinder &bind, std::shared_ptr<const void> keepAlive,
-                      CompiledGraph *result, std::string *message) {
-  result->forward = buildExecutable(self.forward, bind, keepAlive, message);
+                      Device device, CompiledGraph *result, std::string *message) {
+  result->forward = buildExecutable(self.forward, bind, keepAlive, device, message);
   if (!result->forward)
     return false;
   if (self.backward) {
-    result->backward = buildExecutable(self.backward, bind, keepAlive, message);
+    result->backward = buildExecutable(self.backward, bind, keepAlive, device, message);
     if (!result->backward)
       return false;
   }
@@ -387,7 +387,7 @@ bool staticExecutables(StaticCompile &c, std::string *message) {
     }
     return KernelBinding{c.library->lookup(it->second, why), {}, {}, isRowSplittable(fusion), inPlacePairs(fusion)};
   };
-  if (!buildExecutables(c.self, bind, c.library, &c.result, message))
+  if (!buildExecutables(c.self, bind, c.library, c.options.device, &c.result, message))
     return false;
   readReports(c.self, c.graph, &c.result);
   return true;
@@ -521,7 +521,7 @@ bool genericExecutables(GenericCompile &c, std::string *message) {
     }
     return KernelBinding{keep->library->lookup(it->second.first, why), it->second.second, {}, false};
   };
-  if (!buildExecutables(c.self, bind, keep, &c.result, message))
+  if (!buildExecutables(c.self, bind, keep, c.options.device, &c.result, message))
     return false;
   readReports(c.self, c.graph, &c.result);
   c.result.dynamic = true;

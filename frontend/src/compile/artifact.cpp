@@ -21,6 +21,7 @@ Tensor from_view(const runtime::TensorView &v) {
   impl->sizes = v.sizes;
   impl->strides = v.strides;
   impl->dtype = v.dtype;
+  impl->device = v.buffer ? v.buffer->device() : kCPU;  // where the executable put it
   return Tensor(std::move(impl));
 }
 

@@ -5,6 +5,7 @@
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
 #include "kiln/random.h"
+#include "../ops/kernels.h"
 #include "../trace.h"
 
 namespace kiln::nn::functional {
@@ -76,7 +77,7 @@ Tensor dropout(const Tensor &x, double p, bool training) {
     gen.set_offset(offset + static_cast<uint64_t>((n + 3) / 4));
     Tensor m = Tensor::empty(shape, kFloat64);
     if (n > 0) std::memcpy(m.data_ptr<double>(), values.data(), values.size() * sizeof(double));
-    return m.to(compute).to(device);
+    return kernels::host_to_device(m.to(compute), device);
   });
   if (half) return (x.to(kFloat32) * mask).to(x.dtype());
   return x * mask;

@@ -50,7 +50,7 @@ Tensor arange(int64_t n, DType dtype, Device device) {
   KILN_CHECK(n >= 0, "arange: end must be non-negative, got ", n);
   Tensor out = Tensor::empty({n}, dtype);
   for (int64_t i = 0; i < n; ++i) kernels::store_from_double(out.raw_data(), dtype, i, static_cast<double>(i));
-  return out.to(device);
+  return kernels::host_to_device(out, device);
 }
 
 Tensor tensor(const std::vector<float> &values, const Shape &shape, Device device) {
@@ -58,7 +58,7 @@ Tensor tensor(const std::vector<float> &values, const Shape &shape, Device devic
              " values do not fill shape ", shape_str(shape), " (", numel_of(shape), " elements)");
   Tensor out = Tensor::empty(shape, kFloat32);
   std::copy(values.begin(), values.end(), out.data_ptr<float>());
-  return out.to(device);
+  return kernels::host_to_device(out, device);
 }
 
 Tensor tensor(const std::vector<int64_t> &values, const Shape &shape, Device device) {
@@ -66,7 +66,7 @@ Tensor tensor(const std::vector<int64_t> &values, const Shape &shape, Device dev
              " values do not fill shape ", shape_str(shape), " (", numel_of(shape), " elements)");
   Tensor out = Tensor::empty(shape, kInt64);
   std::copy(values.begin(), values.end(), out.data_ptr<int64_t>());
-  return out.to(device);
+  return kernels::host_to_device(out, device);
 }
 
 static void check_float(DType dtype, const char *op) {
@@ -88,7 +88,7 @@ Tensor randn(const Shape &shape, DType dtype, Device device) {
     p[i] = static_cast<float>(r * std::cos(theta));
     if (i + 1 < n) p[i + 1] = static_cast<float>(r * std::sin(theta));
   }
-  return (dtype == kFloat32 ? out : out.to(dtype)).to(device);
+  return kernels::host_to_device(dtype == kFloat32 ? out : out.to(dtype), device);
 }
 
 Tensor uniform(const Shape &shape, double low, double high, DType dtype, Device device) {
@@ -100,7 +100,7 @@ Tensor uniform(const Shape &shape, double low, double high, DType dtype, Device 
   Generator &gen = default_generator();
   for (int64_t i = 0; i < out.numel(); ++i)
     p[i] = static_cast<float>(low + (high - low) * gen.next_uniform());
-  return (dtype == kFloat32 ? out : out.to(dtype)).to(device);
+  return kernels::host_to_device(dtype == kFloat32 ? out : out.to(dtype), device);
 }
 
 Tensor rand(const Shape &shape, DType dtype, Device device) { return uniform(shape, 0.0, 1.0, dtype, device); }

@@ -2,6 +2,9 @@
 #include "dispatch.h"
 
 #include "../backend.h"
+#include "../trace.h"
+#include "kernels.h"
+#include "kiln/autograd.h"
 
 namespace kiln::dispatch {
 namespace {
@@ -73,7 +76,12 @@ Device common_device(const char *op, const std::vector<Tensor> &tensors) {
 
 Tensor move_scalar(const Tensor &t, const Device &device) {
   if (!t.defined() || t.device() == device) return t;
-  return t.to(device);
+  if (autograd::any_requires_grad({t})) return t.to(device);  // the gradient goes back to its device
+  // A plain byte copy that a trace sees as the same value: a compiled graph
+  // runs on one device, so the move is not a graph break.
+  Tensor out = kernels::host_to_device(t, device);
+  trace::alias(t, out);
+  return out;
 }
 
 }  // namespace kiln::dispatch

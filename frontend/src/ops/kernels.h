@@ -352,6 +352,14 @@ template <class T> T contiguous_max(const T *__restrict p, int64_t n) {
   return m;
 }
 
+/// A factory's freshly built host tensor placed on `device` (returned as is
+/// when it is already there): a plain byte copy through the device's
+/// backend, with no autograd history and no trace record (unlike
+/// Tensor::to(Device), which a compiled graph treats as a graph break), so a
+/// factory such as arange(n, dtype, device) inside a compiled forward is a
+/// captured constant on the device, as it is on the cpu.
+Tensor host_to_device(const Tensor &host, Device device);
+
 /// Copies `src` (any layout, any dtype) into the contiguous tensor `dst`
 /// (same shape), converting the element type.
 void copy_into_contiguous(const Tensor &src, const Tensor &dst);

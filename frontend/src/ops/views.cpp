@@ -321,6 +321,13 @@ void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
   copy_stub("copy", dst.device().type, src, dst);
 }
 
+Tensor host_to_device(const Tensor &host, Device device) {
+  if (device == host.device()) return host;
+  Tensor out = Tensor::empty(host.sizes(), host.dtype(), device);
+  copy_across_devices(host.contiguous(), out);
+  return out;
+}
+
 }  // namespace kernels
 
 /// A contiguous copy with element type `dtype`; autograd passes the gradient

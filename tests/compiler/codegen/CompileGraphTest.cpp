@@ -2,6 +2,7 @@
 // kernels, JIT, LaunchExecutable), checked against plain C++ references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -48,6 +49,7 @@ void checkElementwise(OpKind kind, std::function<float(float, float)> ref, bool 
 
 class codegen_Compile : public ConformanceTest {};
 INSTANTIATE_TEST_SUITE_P(cpu, codegen_Compile, ::testing::Values(DeviceType::CPU), deviceName);
+INSTANTIATE_TEST_SUITE_P(checking, codegen_Compile, ::testing::Values(DeviceType::PrivateUse1), deviceName);
 
 TEST_P(codegen_Compile, BinaryElementwise) {
   checkElementwise(
@@ -284,9 +286,11 @@ TEST_P(codegen_Compile, BroadcastAdd) {
   expectNear(read<float>(res[0]), want);
 }
 
-TEST_P(codegen_Compile, JointLinearReluForwardAndBackward) {
-  // Forward: y = relu(x w^T + b). Backward with tangent gy:
-  //   gz = gy * (z > 0); gw = gz^T x; gb = sum(gz, 0); gx = gz w.
+/// The joint graph of y = relu(x w^T + b), x [4, 3], w [5, 3], b [5], with
+/// the backward of tangent gy [4, 5]:
+///   gz = gy * (z > 0); gw = gz^T x; gb = sum(gz, 0); gx = gz w.
+/// Outputs: y, then the gradients gx, gw, gb.
+static ir::Graph jointLinearRelu() {
   const int64_t N = 4, I = 3, O = 5;
   GraphMaker m;
   int x = m.input({N, I}), w = m.input({O, I}), b = m.input({O});
@@ -305,6 +309,12 @@ TEST_P(codegen_Compile, JointLinearReluForwardAndBackward) {
   int gw = m.node(OpKind::Matmul, {transpose(gz, {O, N}), x}, {O, I}, ElementType::F32);
   int gb = m.node(OpKind::ReduceSum, {gz}, {O}, ElementType::F32, [](ir::Node &n) { n.ints = {0}; });
   ir::Graph graph = m.done({y, gx, gw, gb}, 1);
+  return graph;
+}
+
+TEST_P(codegen_Compile, JointLinearReluForwardAndBackward) {
+  const int64_t N = 4, I = 3, O = 5;
+  ir::Graph graph = jointLinearRelu();
 
   auto start = std::chrono::steady_clock::now();
   auto compiled = compileOk(graph);
@@ -354,6 +364,55 @@ TEST_P(codegen_Compile, JointLinearReluForwardAndBackward) {
   auto again = runOk(*compiled.backward, bwdIn);
   ASSERT_EQ(again.size(), 3u);
   expectNear(read<float>(again[1]), gwr, 1e-4f);
+}
+
+/// RunHooks on a compiled backward (the seam of the DDP reducer):
+/// on_output_ready fires once per gradient, in the order of the launches
+/// that write them, while the run is still going (the first gradient is
+/// ready before the last launch), and all before run() returns. Launches
+/// are counted by the checking device's backend.
+TEST(codegen_CompiledBackward, OutputReadyFiresOncePerGradientInLaunchOrderBeforeTheRunEnds) {
+  installCheckingDevice();
+  conformanceDevice() = Device(DeviceType::PrivateUse1, 0);
+  auto *checking = static_cast<kiln::testing::CheckingBackend *>(runtime::find_backend(DeviceType::PrivateUse1));
+  auto compiled = compileOk(jointLinearRelu());
+  ASSERT_TRUE(compiled.backward);
+  std::vector<TensorView> args = {f32({4, 3}, values(12, 1)), f32({5, 3}, values(15, 2)), f32({5}, values(5, 3))};
+  auto fwd = runOk(*compiled.forward, args);
+  args.insert(args.end(), fwd.begin() + 1, fwd.end()); // saved
+  args.push_back(f32({4, 5}, values(20, 4)));
+  auto bwd = std::dynamic_pointer_cast<runtime::LaunchExecutable>(compiled.backward);
+  ASSERT_TRUE(bwd);
+
+  auto work = [&] { return checking->launches() + checking->gemms() + checking->copies(); };
+  struct Ready {
+    int output;
+    int64_t work_done;
+  };
+  std::vector<Ready> ready;
+  bool returned = false;
+  runtime::RunHooks hooks;
+  hooks.on_output_ready = [&](int i) {
+    EXPECT_FALSE(returned);
+    ready.push_back({i, work()});
+  };
+  const int64_t before = work();
+  std::string error;
+  auto grads = bwd->run(args, &error, &hooks);
+  returned = true;
+  ASSERT_EQ(grads.size(), 3u) << error;
+  const int64_t total = work() - before;
+  ASSERT_EQ(ready.size(), 3u);
+  std::vector<int> seen;
+  for (size_t k = 0; k < ready.size(); ++k) {
+    seen.push_back(ready[k].output);
+    if (k > 0)
+      EXPECT_GE(ready[k].work_done, ready[k - 1].work_done) << "launch order";
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2})) << "once per gradient";
+  EXPECT_LT(ready.front().work_done - before, total) << "the first gradient is ready before the run ends";
+  conformanceDevice() = kCPU;
 }
 
 /// Compiles y = relu(x w) (+ 1 when `plus_one`) with a backward that reads

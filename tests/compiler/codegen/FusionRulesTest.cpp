@@ -24,6 +24,7 @@ using namespace kiln::codegen_test;
 
 class codegen_FusionRules : public ConformanceTest {};
 INSTANTIATE_TEST_SUITE_P(cpu, codegen_FusionRules, ::testing::Values(DeviceType::CPU), deviceName);
+INSTANTIATE_TEST_SUITE_P(checking, codegen_FusionRules, ::testing::Values(DeviceType::PrivateUse1), deviceName);
 
 TEST_P(codegen_FusionRules, MultiOutputValueReturnedAndConsumed) {
   // e = exp(x) is returned and feeds n = neg(e) * x: one kernel, two results.

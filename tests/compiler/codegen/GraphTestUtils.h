@@ -15,7 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "CheckingBackend.h"
 #include "kiln/codegen/Compiler.h"
+#include "kiln/codegen/Target.h"
+#include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/LaunchExecutable.h"
 
 namespace kiln::codegen_test {
@@ -78,16 +81,6 @@ inline int64_t numel(const Shape &s) {
   return n;
 }
 
-template <class T> TensorView tensor(Shape shape, const std::vector<T> &values, DType dtype) {
-  TensorView v;
-  v.buffer = runtime::Buffer::make(std::max<size_t>(values.size() * sizeof(T), 1));
-  std::memcpy(v.buffer->data(), values.data(), values.size() * sizeof(T));
-  v.sizes = std::move(shape);
-  v.strides = runtime::contiguous_strides(v.sizes);
-  v.dtype = dtype;
-  return v;
-}
-inline TensorView f32(Shape shape, const std::vector<float> &values) { return tensor(std::move(shape), values, kFloat32); }
 
 /// Deterministic test values in [-2, 2), none exactly zero.
 inline std::vector<float> values(int64_t n, int seed) {
@@ -98,26 +91,6 @@ inline std::vector<float> values(int64_t n, int seed) {
     x = static_cast<float>((s >> 8) % 4000) / 1000.0f - 2.0f + 0.0005f;
   }
   return v;
-}
-
-/// Elements of a view in row-major order (any strides), as T.
-template <class T> std::vector<T> read(const TensorView &v) {
-  std::vector<T> out;
-  const int64_t n = v.numel();
-  const size_t rank = v.sizes.size();
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t off = v.offset;
-    for (size_t d = 0; d < rank; ++d)
-      off += index[d] * v.strides[d];
-    out.push_back(static_cast<const T *>(v.buffer->data())[off]);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < v.sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
-  return out;
 }
 
 /// The device the conformance suites compile for: their test parameter
@@ -131,9 +104,26 @@ inline Device &conformanceDevice() {
 /// once per device type the file instantiates, e.g.
 ///   INSTANTIATE_TEST_SUITE_P(cpu, codegen_Compile, ::testing::Values(DeviceType::CPU), deviceName);
 /// A new backend (a registered codegen::Target) adds one such line.
+/// The second conformance device: tests/support's checking PrivateUse1
+/// device (poisoned host memory, launches checked to be on it) with the CPU
+/// compile target registered for it, installed once per process.
+inline void installCheckingDevice() {
+  static bool installed = [] {
+    kiln::testing::install_checking_backend();
+    codegen::register_target(DeviceType::PrivateUse1, codegen::cpuTarget());
+    return true;
+  }();
+  (void)installed;
+}
+
 class ConformanceTest : public ::testing::TestWithParam<DeviceType> {
 protected:
-  void SetUp() override { conformanceDevice() = Device(GetParam(), 0); }
+  void SetUp() override {
+    if (GetParam() == DeviceType::PrivateUse1)
+      installCheckingDevice();
+    conformanceDevice() = Device(GetParam(), 0);
+  }
+  void TearDown() override { conformanceDevice() = kCPU; }
 };
 
 inline std::string deviceName(const ::testing::TestParamInfo<DeviceType> &info) {
@@ -141,6 +131,45 @@ inline std::string deviceName(const ::testing::TestParamInfo<DeviceType> &info) 
 }
 
 /// Default compile options for the conformance device.
+/// Elements of a view in row-major order (any strides), as T. The view's
+/// buffer is first copied to the host through its device's backend.
+template <class T> std::vector<T> read(const TensorView &v) {
+  std::vector<char> host(v.buffer->nbytes());
+  runtime::find_backend(v.buffer->device().type)->copy(host.data(), kCPU, v.buffer->data(), v.buffer->device(), host.size());
+  const T *data = reinterpret_cast<const T *>(host.data());
+  std::vector<T> out;
+  const int64_t n = v.numel();
+  const size_t rank = v.sizes.size();
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = v.offset;
+    for (size_t d = 0; d < rank; ++d)
+      off += index[d] * v.strides[d];
+    out.push_back(data[off]);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < v.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+/// A contiguous tensor of `values` on the conformance device (copied there
+/// through its backend).
+template <class T> TensorView tensor(Shape shape, const std::vector<T> &values, DType dtype) {
+  const Device device = conformanceDevice();
+  runtime::DeviceBackend *backend = runtime::find_backend(device.type);
+  TensorView v;
+  v.buffer = runtime::Buffer::make(std::max<size_t>(values.size() * sizeof(T), 1), backend->allocator(device.index));
+  backend->copy(v.buffer->data(), device, values.data(), kCPU, values.size() * sizeof(T));
+  v.sizes = std::move(shape);
+  v.strides = runtime::contiguous_strides(v.sizes);
+  v.dtype = dtype;
+  return v;
+}
+inline TensorView f32(Shape shape, const std::vector<float> &values) { return tensor(std::move(shape), values, kFloat32); }
+
 inline codegen::CompileOptions conformanceOptions() {
   codegen::CompileOptions options;
   options.device = conformanceDevice();

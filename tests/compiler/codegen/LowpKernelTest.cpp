@@ -123,6 +123,7 @@ void checkFusedKernel(ElementType type) {
 
 class codegen_Lowp : public ConformanceTest {};
 INSTANTIATE_TEST_SUITE_P(cpu, codegen_Lowp, ::testing::Values(DeviceType::CPU), deviceName);
+INSTANTIATE_TEST_SUITE_P(checking, codegen_Lowp, ::testing::Values(DeviceType::PrivateUse1), deviceName);
 
 TEST_P(codegen_Lowp, Bf16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(ElementType::BF16); }
 TEST_P(codegen_Lowp, F16FusedKernelComputesInF32AndRoundsOnce) { checkFusedKernel(ElementType::F16); }
