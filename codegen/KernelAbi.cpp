@@ -83,10 +83,8 @@ std::vector<std::vector<int64_t>> operandStrides(ir::FusionOp fusion) {
 }
 
 std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
-  Block &body = fusion.getBodyBlock();
-  for (Operation &op : body.without_terminator())
-    if (isa<ir::ReduceSumOp, ir::ReduceMaxOp>(op) || ir::isLayoutOp(&op))
-      return {};
+  if (!ir::isElementwiseFusion(fusion))
+    return {};
   // Whether `v` or a view of it is read by an op after `fusion` (or
   // returned).
   Block *block = fusion->getBlock();
@@ -123,14 +121,8 @@ std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
     return !readLater(root);
   };
   std::vector<runtime::InPlace> pairs;
-  llvm::SmallVector<bool> taken(fusion.getInputs().size(), false);
-  for (auto [r, result] : llvm::enumerate(fusion.getResults()))
-    for (auto [k, operand] : llvm::enumerate(fusion.getInputs()))
-      if (!taken[k] && operand.getType() == result.getType() && dies(k)) {
-        taken[k] = true;
-        pairs.push_back({static_cast<int>(k), static_cast<int>(r)});
-        break;
-      }
+  for (auto [operand, result] : ir::inPlaceOperandPairs(fusion, dies))
+    pairs.push_back({operand, result});
   return pairs;
 }
 

@@ -59,6 +59,32 @@ bool isFusibleOp(mlir::Operation *op) {
 
 bool isLayoutOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Layout; }
 
+bool isElementwiseFusion(mlir::Operation *op) {
+  auto fusion = mlir::dyn_cast<FusionOp>(op);
+  if (!fusion)
+    return false;
+  for (mlir::Operation &inner : fusion.getBodyBlock().without_terminator())
+    if (isReductionOp(&inner) || isLayoutOp(&inner))
+      return false;
+  return true;
+}
+
+llvm::SmallVector<std::pair<int, int>> inPlaceOperandPairs(mlir::Operation *op,
+                                                           llvm::function_ref<bool(unsigned)> dies) {
+  llvm::SmallVector<std::pair<int, int>> pairs;
+  if (!isElementwiseFusion(op))
+    return pairs;
+  llvm::SmallVector<bool> taken(op->getNumOperands(), false);
+  for (auto [r, result] : llvm::enumerate(op->getResults()))
+    for (auto [k, operand] : llvm::enumerate(op->getOperands()))
+      if (!taken[k] && operand.getType() == result.getType() && dies(k)) {
+        taken[k] = true;
+        pairs.push_back({static_cast<int>(k), static_cast<int>(r)});
+        break;
+      }
+  return pairs;
+}
+
 //===----------------------------------------------------------------------===//
 // Row fusions
 //===----------------------------------------------------------------------===//

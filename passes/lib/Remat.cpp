@@ -201,21 +201,8 @@ struct Estimate {
   int64_t time = 0;
 };
 
-/// An elementwise kiln.fusion (no reduction, no layout op in its body): its
-/// kernel may write a result over an operand that dies there (the CPU
-/// runtime's in-place plan, runtime/include/kiln/runtime/LaunchExecutable.h).
-static bool isElementwiseFusion(mlir::Operation *op) {
-  auto fusion = mlir::dyn_cast<ir::FusionOp>(op);
-  if (!fusion)
-    return false;
-  for (mlir::Operation &inner : fusion.getBodyBlock().without_terminator())
-    if (mlir::isa<ir::ReduceSumOp, ir::ReduceMaxOp>(inner) || ir::isLayoutOp(&inner))
-      return false;
-  return true;
-}
-
 /// The in-place candidates of an elementwise fusion, as codegen pairs them
-/// (inPlacePairs, codegen/cpu/EmitKernel.cpp): each result, in order, over
+/// (ir::inPlaceOperandPairs, the rule codegen/KernelAbi.cpp inPlacePairs uses): each result, in order, over
 /// the first untaken operand of its type that is row-major (`strided`:
 /// through a transpose or broadcast), whose memory (`rootOf`) is an op's
 /// result or a donatable argument, read by no other operand and by nothing
@@ -226,10 +213,8 @@ inPlaceCandidates(mlir::Operation &op, int index, const llvm::DenseSet<mlir::Val
                   const std::function<mlir::Value(mlir::Value)> &rootOf,
                   const llvm::DenseMap<mlir::Value, int> &lastUse,
                   const std::function<bool(mlir::BlockArgument)> &donatable) {
-  std::vector<runtime::InPlace> pairs;
-  if (!isElementwiseFusion(&op))
-    return pairs;
-  auto dies = [&](mlir::Value operand) {
+  auto dies = [&](unsigned k) {
+    mlir::Value operand = op.getOperand(k);
     mlir::Value root = rootOf(operand);
     if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(root); argument && !donatable(argument))
       return false;
@@ -237,14 +222,9 @@ inPlaceCandidates(mlir::Operation &op, int index, const llvm::DenseSet<mlir::Val
       return false;
     return llvm::count_if(op.getOperands(), [&](mlir::Value other) { return rootOf(other) == root; }) == 1;
   };
-  llvm::SmallVector<bool> taken(op.getNumOperands(), false);
-  for (auto [r, result] : llvm::enumerate(op.getResults()))
-    for (auto [k, operand] : llvm::enumerate(op.getOperands()))
-      if (!taken[k] && operand.getType() == result.getType() && dies(operand)) {
-        taken[k] = true;
-        pairs.push_back({static_cast<int>(k), static_cast<int>(r)});
-        break;
-      }
+  std::vector<runtime::InPlace> pairs;
+  for (auto [operand, result] : ir::inPlaceOperandPairs(&op, dies))
+    pairs.push_back({operand, result});
   return pairs;
 }
 

@@ -72,4 +72,18 @@ mlir::FailureOr<RowSpace> rowSpaceOf(llvm::ArrayRef<mlir::Operation *> ops, std:
 /// then a row fusion, verified by rowSpaceOf).
 bool isRowFusionBody(mlir::Block &body);
 
+/// True for a kiln.fusion whose body has no reduction and no layout op: an
+/// elementwise kernel, which reads each operand and writes each result at
+/// the same index, so it may write a result over an operand of its type.
+bool isElementwiseFusion(mlir::Operation *op);
+
+/// The in-place pairs (operand index, result index) of an elementwise
+/// fusion (none for other ops): each result, in order, over the first
+/// operand not yet taken that has the result's type and for which
+/// `dies(k)` holds (the caller's rule: operand k's memory is dead after this
+/// op). One rule for codegen (which compiles the kernel for these pairs,
+/// codegen/KernelAbi.cpp inPlacePairs) and kiln-remat's memory estimate.
+llvm::SmallVector<std::pair<int, int>> inPlaceOperandPairs(mlir::Operation *op,
+                                                           llvm::function_ref<bool(unsigned)> dies);
+
 } // namespace kiln::ir
