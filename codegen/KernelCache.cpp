@@ -1,5 +1,5 @@
 // The on-disk kernel cache: key of a kernel module, verified read, atomic
-// write of its object code (codegen/README.md, "Kernel cache").
+// write of its object code (codegen/DESIGN.md, "Kernel cache").
 //
 // An entry is `<dir>/<key>.o`: the ELF relocatable the JIT produced, followed
 // by a 48-byte trailer (object size as u64 little endian, SHA-256 of the

@@ -1,4 +1,4 @@
-// The on-disk kernel cache (codegen/README.md, "Kernel cache"): a second
+// The on-disk kernel cache (codegen/DESIGN.md, "Kernel cache"): a second
 // compile of the same graph, in this process or in a child process, links the
 // cached object without MLIR lowering or LLVM; bad entries fall back to a
 // compile and are overwritten; the key follows the IR. Every test uses its

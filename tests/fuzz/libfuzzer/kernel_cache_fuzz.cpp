@@ -4,7 +4,7 @@
 // Input: byte 0 picks the mode, the rest is the payload.
 //   even: the payload is an entry file as found on disk, read for kKey;
 //   odd:  the payload is an object; the target appends the trailer that
-//         codegen/README.md specifies (object size u64 little endian,
+//         codegen/DESIGN.md specifies (object size u64 little endian,
 //         SHA-256 of key, NUL, object; magic "KILNOBJ1") and expects the
 //         reader to return exactly that object.
 // Properties: no crash or sanitizer report; Ok only with a trailer matching
