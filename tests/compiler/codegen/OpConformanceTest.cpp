@@ -1,0 +1,241 @@
+// The op-by-op conformance list (IREE's CTS pattern): one case per row of
+// the op table (ir/include/kiln/ir/Ops.def), each a small graph compiled for
+// the device under test and compared with the eager ops that record it
+// (compile_detail::replay_nodes, the graph-break replay). Instantiated per
+// device: the cpu and tests/support's checking device. A new op adds a case
+// below (OpConformance.EveryOpKindHasACase fails until it does); a new
+// backend adds one INSTANTIATE line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "GraphTestUtils.h"
+#include "compile/replay.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+using namespace kiln::codegen_test;
+using ir::ElementType;
+using ir::OpKind;
+
+/// One conformance case: a graph (forward only) and its input values.
+struct OpCase {
+  ir::Graph graph;
+  std::vector<std::vector<float>> inputs; ///< float32 data, one per graph input
+};
+
+using CaseBuilder = OpCase (*)();
+
+std::vector<float> positive(std::vector<float> v) {
+  for (float &x : v) x = std::abs(x) + 0.5f;
+  return v;
+}
+
+OpCase binary(OpKind kind) {
+  GraphMaker m;
+  int x = m.input({3, 4}), y = m.input({3, 4});
+  return {m.done({m.same(kind, {x, y})}), {values(12, 1), values(12, 2)}};
+}
+
+OpCase unary(OpKind kind, bool positive_input = false) {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  return {m.done({m.same(kind, {x})}), {positive_input ? positive(values(12, 3)) : values(12, 3)}};
+}
+
+OpCase compare() {
+  GraphMaker m;
+  int x = m.input({3, 4}), y = m.input({3, 4});
+  int c = m.node(OpKind::Compare, {x, y}, {3, 4}, ElementType::Bool, [](ir::Node &n) { n.predicate = ir::Predicate::LT; });
+  return {m.done({c}), {values(12, 4), values(12, 5)}};
+}
+
+OpCase select() {
+  GraphMaker m;
+  int x = m.input({3, 4}), y = m.input({3, 4});
+  int c = m.node(OpKind::Compare, {x, y}, {3, 4}, ElementType::Bool, [](ir::Node &n) { n.predicate = ir::Predicate::GT; });
+  return {m.done({m.node(OpKind::Select, {c, x, y}, {3, 4})}), {values(12, 6), values(12, 7)}};
+}
+
+OpCase pow3() {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  return {m.done({m.node(OpKind::Pow, {x}, {3, 4}, ElementType::F32, [](ir::Node &n) { n.scalar = 3.0; })}),
+          {values(12, 8)}};
+}
+
+OpCase convert() {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  return {m.done({m.node(OpKind::Convert, {x}, {3, 4}, ElementType::F64)}), {values(12, 9)}};
+}
+
+OpCase constant() {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  int c = m.constant({3, 4}, 0.75);
+  return {m.done({m.same(OpKind::Mul, {x, c})}), {values(12, 10)}};
+}
+
+OpCase matmul() {
+  GraphMaker m;
+  int a = m.input({3, 4}), b = m.input({4, 5});
+  return {m.done({m.node(OpKind::Matmul, {a, b}, {3, 5})}), {values(12, 11), values(20, 12)}};
+}
+
+OpCase batched_matmul() {
+  GraphMaker m;
+  int a = m.input({2, 3, 4}), b = m.input({2, 4, 5});
+  return {m.done({m.node(OpKind::Matmul, {a, b}, {2, 3, 5})}), {values(24, 13), values(40, 14)}};
+}
+
+OpCase transpose() {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  int t = m.node(OpKind::Transpose, {x}, {4, 3}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 0}; });
+  return {m.done({m.same(OpKind::Neg, {t})}), {values(12, 15)}};
+}
+
+OpCase broadcast() {
+  GraphMaker m;
+  int b = m.input({4}), x = m.input({3, 4});
+  return {m.done({m.same(OpKind::Add, {x, m.node(OpKind::Broadcast, {b}, {3, 4})})}), {values(4, 16), values(12, 17)}};
+}
+
+OpCase reshape() {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  return {m.done({m.same(OpKind::Exp, {m.node(OpKind::Reshape, {x}, {2, 6})})}), {values(12, 18)}};
+}
+
+OpCase reduce(OpKind kind) {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  return {m.done({m.reduce(kind, x, {1}, {3}), m.reduce(kind, x, {0}, {1, 4}, /*keepdim=*/true)}), {values(12, 19)}};
+}
+
+/// The cases, by op kind name (Ops.def's Kind column).
+const std::map<std::string, std::vector<CaseBuilder>> &cases() {
+  static const std::map<std::string, std::vector<CaseBuilder>> all = {
+      {"Add", {[] { return binary(OpKind::Add); }}},
+      {"Sub", {[] { return binary(OpKind::Sub); }}},
+      {"Mul", {[] { return binary(OpKind::Mul); }}},
+      {"Div", {[] { return binary(OpKind::Div); }}},
+      {"Neg", {[] { return unary(OpKind::Neg); }}},
+      {"Exp", {[] { return unary(OpKind::Exp); }}},
+      {"Log", {[] { return unary(OpKind::Log, true); }}},
+      {"Relu", {[] { return unary(OpKind::Relu); }}},
+      {"Sqrt", {[] { return unary(OpKind::Sqrt, true); }}},
+      {"Rsqrt", {[] { return unary(OpKind::Rsqrt, true); }}},
+      {"Tanh", {[] { return unary(OpKind::Tanh); }}},
+      {"Abs", {[] { return unary(OpKind::Abs); }}},
+      {"Sin", {[] { return unary(OpKind::Sin); }}},
+      {"Cos", {[] { return unary(OpKind::Cos); }}},
+      {"Pow", {pow3}},
+      {"Compare", {compare}},
+      {"Select", {select}},
+      {"Convert", {convert}},
+      {"Constant", {constant}},
+      {"Matmul", {matmul, batched_matmul}},
+      {"Transpose", {transpose}},
+      {"Broadcast", {broadcast}},
+      {"Reshape", {reshape}},
+      {"ReduceSum", {[] { return reduce(OpKind::ReduceSum); }}},
+      {"ReduceMax", {[] { return reduce(OpKind::ReduceMax); }}},
+  };
+  return all;
+}
+
+std::vector<OpKind> allOpKinds() {
+  std::vector<OpKind> kinds;
+  for (int k = 0; k < ir::kNumOpKinds; ++k) kinds.push_back(static_cast<OpKind>(k));
+  return kinds;
+}
+
+/// A compiled result as doubles (float32, float64 or bool outputs).
+std::vector<double> as_doubles(const TensorView &v) {
+  std::vector<double> out;
+  switch (v.dtype) {
+  case DType::Float32:
+    for (float x : read<float>(v)) out.push_back(x);
+    break;
+  case DType::Float64:
+    out = read<double>(v);
+    break;
+  case DType::Bool:
+    for (uint8_t x : read<uint8_t>(v)) out.push_back(x);
+    break;
+  default:
+    ADD_FAILURE() << "unexpected result dtype " << dtype_name(v.dtype);
+  }
+  return out;
+}
+
+using Param = std::tuple<DeviceType, OpKind>;
+
+class OpConformance : public ::testing::TestWithParam<Param> {
+protected:
+  void SetUp() override {
+    if (std::get<0>(GetParam()) == DeviceType::PrivateUse1)
+      installCheckingDevice();
+    conformanceDevice() = Device(std::get<0>(GetParam()), 0);
+  }
+  void TearDown() override { conformanceDevice() = kCPU; }
+};
+
+/// Compiled (on the device) vs eager (on the cpu): within a few float32
+/// ulps (the CPU target's exp/log/tanh/sin/cos are polynomial
+/// approximations, sums are reassociated).
+TEST_P(OpConformance, CompiledMatchesEager) {
+  const OpKind kind = std::get<1>(GetParam());
+  auto it = cases().find(ir::toString(kind));
+  ASSERT_NE(it, cases().end()) << "no conformance case for " << ir::toString(kind);
+  for (CaseBuilder build : it->second) {
+    OpCase c = build();
+    std::vector<TensorView> args;
+    std::vector<Tensor> eager(c.graph.values.size());
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const Shape &shape = c.graph.values[c.graph.inputs[i]].shape;
+      args.push_back(f32(shape, c.inputs[i]));
+      eager[c.graph.inputs[i]] = kiln::tensor(c.inputs[i], shape);
+    }
+    compile_detail::replay_nodes(c.graph, {}, {}, eager);
+    codegen::CompiledGraph compiled = compileOk(c.graph);
+    ASSERT_TRUE(compiled.forward);
+    std::vector<TensorView> got = runOk(*compiled.forward, args);
+    ASSERT_EQ(got.size(), c.graph.outputs.size());
+    for (size_t r = 0; r < got.size(); ++r) {
+      std::vector<double> g = as_doubles(got[r]), w = eager[c.graph.outputs[r]].to_vector<double>();
+      ASSERT_EQ(g.size(), w.size()) << "output " << r;
+      for (size_t i = 0; i < w.size(); ++i)
+        EXPECT_NEAR(g[i], w[i], 4e-6 * (1.0 + std::abs(w[i]))) << ir::toString(kind) << " output " << r << " [" << i << "]";
+    }
+  }
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param> &info) {
+  return std::string(device_type_name(std::get<0>(info.param))) + "_" + ir::toString(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(cpu, OpConformance,
+                         ::testing::Combine(::testing::Values(DeviceType::CPU), ::testing::ValuesIn(allOpKinds())),
+                         paramName);
+INSTANTIATE_TEST_SUITE_P(checking, OpConformance,
+                         ::testing::Combine(::testing::Values(DeviceType::PrivateUse1),
+                                            ::testing::ValuesIn(allOpKinds())),
+                         paramName);
+
+TEST(OpConformanceList, EveryOpKindHasACase) {
+  for (OpKind kind : allOpKinds())
+    EXPECT_TRUE(cases().count(ir::toString(kind))) << "add a conformance case for " << ir::toString(kind);
+  EXPECT_EQ(static_cast<int>(cases().size()), ir::kNumOpKinds);
+}
+
+} // namespace
+} // namespace kiln
