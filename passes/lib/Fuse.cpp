@@ -1,7 +1,7 @@
 // kiln-fuse: group elementwise ops and reductions into kiln.fusion regions.
 //
 // Recipe, per func.func (program order of the module), rules in
-// passes/README.md:
+// passes/DESIGN.md:
 //   1. every elementwise op and reduction starts as a one-op group;
 //   2. vertical fusion: a reverse walk pulls producers into their
 //      consumers' group (multi-output when a producer also has users

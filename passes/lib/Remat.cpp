@@ -1,7 +1,7 @@
 // kiln-remat: choose which forward values of func @joint backward loads
 // (saved) and which it recomputes, under a memory budget.
 //
-// Recipe (rules and sources in passes/README.md):
+// Recipe (rules and sources in passes/DESIGN.md):
 //   1. slice @joint (JointGraph.h); the "cone" is the forward ops that the
 //      values backward reads depend on;
 //   2. build the min-cut network of AOTAutograd's

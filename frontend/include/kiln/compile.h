@@ -56,7 +56,7 @@
 // If the traces do not fit (different ops, a size like s + 1, a tensor
 // created inside forward with a size-dependent shape), the dim stays static.
 // Memory: CompileOptions::memory_budget trades saved activations for
-// recomputation in backward (passes/README.md, kiln-remat).
+// recomputation in backward (passes/DESIGN.md, kiln-remat).
 // Baked in at trace time (not guarded, C++ cannot inspect a closure or a
 // member): every C++ scalar the forward uses (a `double scale` member, a
 // captured variable, an option such as a dropout p or an eps) and every
@@ -128,7 +128,7 @@ struct CompileOptions {
   /// for backward + the larger of the forward and backward arenas, as
   /// CompileStats reports them) to stay within, at the least estimated
   /// step time; when no cut fits, the one with the smallest peak
-  /// (passes/README.md, kiln-remat). Dropout masks are graph inputs, so
+  /// (passes/DESIGN.md, kiln-remat). Dropout masks are graph inputs, so
   /// recomputation reuses them bit for bit. Outside [0, 1] (or NaN):
   /// kiln::Error from compile().
   double memory_budget = 1.0;

@@ -1,4 +1,4 @@
-// kiln-fuse rule: reduction epilogues (see passes/README.md). Elementwise
+// kiln-fuse rule: reduction epilogues (see passes/DESIGN.md). Elementwise
 // consumers with the reduction's result shape join the reduction's group.
 // Consumers reached through a broadcast of the result do not (that would be
 // a cycle through the layout op) unless row fusion joins the layout op too:

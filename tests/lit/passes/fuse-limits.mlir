@@ -1,4 +1,4 @@
-// kiln-fuse rule: the size cap `max-ops` (see passes/README.md) and
+// kiln-fuse rule: the size cap `max-ops` (see passes/DESIGN.md) and
 // deterministic kernel order.
 // RUN: kiln-opt %s -kiln-fuse="max-ops=2" -split-input-file | FileCheck %s
 // RUN: kiln-opt %s -kiln-fuse -split-input-file | FileCheck %s --check-prefix=NOCAP

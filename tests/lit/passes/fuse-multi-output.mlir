@@ -1,4 +1,4 @@
-// kiln-fuse rule: multi-output fusion (see passes/README.md). A producer
+// kiln-fuse rule: multi-output fusion (see passes/DESIGN.md). A producer
 // whose users are partly outside the group joins it when no path leads from
 // those outside users back into the group; its value becomes an extra
 // fusion result.

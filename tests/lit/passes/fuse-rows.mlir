@@ -1,4 +1,4 @@
-// kiln-fuse rule: row fusion (see passes/README.md). A kiln.reshape or
+// kiln-fuse rule: row fusion (see passes/DESIGN.md). A kiln.reshape or
 // kiln.broadcast between a row reduction's group and its consumers joins
 // them into one kiln.fusion when the union is a row space (reductions over
 // the trailing dims, every value the full shape or a row shape); the

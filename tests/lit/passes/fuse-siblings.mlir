@@ -1,4 +1,4 @@
-// kiln-fuse rule: sibling (horizontal) fusion (see passes/README.md). Groups
+// kiln-fuse rule: sibling (horizontal) fusion (see passes/DESIGN.md). Groups
 // that read a common input and share an iteration space merge into one
 // multi-output fusion when no path links them.
 // RUN: kiln-opt %s -kiln-fuse -split-input-file | FileCheck %s

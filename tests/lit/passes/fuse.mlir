@@ -1,4 +1,4 @@
-// kiln-fuse: grouping rules (see passes/README.md), without row fusion
+// kiln-fuse: grouping rules (see passes/DESIGN.md), without row fusion
 // (rows=false; fuse-rows.mlir covers it).
 // RUN: kiln-opt %s -kiln-fuse="rows=false" -split-input-file | FileCheck %s
 

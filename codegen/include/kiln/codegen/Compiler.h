@@ -40,13 +40,13 @@ struct CompileOptions {
   /// disables), else $XDG_CACHE_HOME/kiln/kernels or ~/.cache/kiln/kernels.
   /// Set to "": no cache. KILN_DISABLE_CACHE=1 disables it in every case.
   std::optional<std::string> kernel_cache_dir;
-  /// Checkpoint rematerialization (kiln-remat, passes/README.md): run it,
+  /// Checkpoint rematerialization (kiln-remat, passes/DESIGN.md): run it,
   /// with this memory budget in [0, 1] (1 = min-cut over cheap ops, 0 =
   /// recompute everything from the inputs).
   bool remat = true;
   double memory_budget = 1.0;
   /// Mixed precision: BFloat16 or Float16 runs the kiln-autocast pass with
-  /// that type (GEMMs in it, reductions/exp/log in f32; passes/README.md).
+  /// that type (GEMMs in it, reductions/exp/log in f32; passes/DESIGN.md).
   /// Float32 (default): off. Any other dtype fails the compile.
   DType autocast = DType::Float32;
   /// The device the graph runs on: its compile target is findTarget(type)

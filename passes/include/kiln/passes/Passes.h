@@ -5,7 +5,7 @@
 //   kiln-partition  (ModuleOp)  @joint -> @forward + @backward
 //   kiln-fuse       (ModuleOp)  elementwise ops + reductions -> kiln.fusion
 //
-// See passes/README.md for the rules of each pass.
+// See passes/DESIGN.md for the rules of each pass.
 #pragma once
 
 #include <memory>

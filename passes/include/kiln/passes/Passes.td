@@ -1,8 +1,8 @@
 //===- Passes.td - Kiln compiler passes --------------------*- tablegen -*-===//
 //
 // Every pass: kebab-case name prefixed `kiln-`, one .cpp in passes/lib whose
-// DEBUG_TYPE equals the name, an entry in passes/README.md and a lit test in
-// tests/lit.
+// DEBUG_TYPE equals the name, a row in passes/README.md's pass table, its
+// rules in passes/DESIGN.md and a lit test in tests/lit/passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +38,7 @@ def KilnRematPass : Pass<"kiln-remat", "mlir::ModuleOp"> {
 
     The decision is written on @joint: `kiln.memory_budget` (f64) on the
     function and a `kiln.saved` unit attribute on each op whose result is
-    saved; kiln-partition follows it. Rules in passes/README.md.
+    saved; kiln-partition follows it. Rules in passes/DESIGN.md.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "double", /*default=*/"1.0",
@@ -125,7 +125,7 @@ def KilnFusePass : Pass<"kiln-fuse", "mlir::ModuleOp"> {
   let description = [{
     Runs on every func.func of the module (a module pass so that kernel names
     `fusion_0, fusion_1, ...` are unique and numbered in order of appearance
-    across the module). Rules, in passes/README.md:
+    across the module). Rules, in passes/DESIGN.md:
 
     - vertical: ops are walked in reverse program order; each unfused
       elementwise op or reduction seeds a group and every earlier compute op

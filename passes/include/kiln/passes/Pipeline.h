@@ -37,7 +37,7 @@ struct PipelineOptions {
   /// runs no pass and kiln-partition saves every forward value backward
   /// needs except views and constants (AOTAutograd's default_partition).
   bool remat = true;
-  /// kiln-remat's memory-budget, in [0, 1] (passes/README.md): 1 = the
+  /// kiln-remat's memory-budget, in [0, 1] (passes/DESIGN.md): 1 = the
   /// min-cut over cheap ops, 0 = recompute everything from the primals.
   double memory_budget = 1.0;
   /// "bf16" or "f16": run kiln-autocast (dtype=<this>) on @joint before the
