@@ -588,6 +588,24 @@ static void tagResultInit(Value result, unsigned index) {
     empty->setAttr("kiln.result", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), index));
 }
 
+/// Gives every other tensor.empty of `func` a distinct `kiln.init` number.
+/// Two inits that print alike (same type, same dim operands) would
+/// otherwise be merged by CSE, and empty-tensor elimination then hands a
+/// destination to every op that starts from the merged init: when an
+/// identity copy into a tagged result init is folded away (a convert to the
+/// type a value already has), the untagged init of the value it copied is
+/// the one that meets the destination, and an unrelated intermediate of the
+/// same shape that shared it was computed into that destination too
+/// (fuzzer seed 8100 graph 394: a bf16 autocast fusion yielding relu as f32
+/// and sin as bf16 returned relu in sin's place).
+static void numberInits(func::FuncOp func) {
+  int64_t next = 0;
+  func.walk([&](tensor::EmptyOp empty) {
+    if (!empty->hasAttr("kiln.result"))
+      empty->setAttr("kiln.init", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), next++));
+  });
+}
+
 /// `type` with the dims whose class is >= 0 made dynamic.
 static RankedTensorType withDynamicDims(RankedTensorType type, ArrayRef<int> classes) {
   SmallVector<int64_t> shape(type.getShape());
@@ -728,6 +746,7 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
                                                         /*restrict=*/true, /*writable=*/true);
   }
   b.create<func::ReturnOp>(loc);
+  numberInits(func);
   return success();
 }
 

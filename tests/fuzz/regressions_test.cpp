@@ -117,3 +117,15 @@ TEST(FuzzRegression, Seed4000_Graph543_ZeroTangentTimesNaN) {
       "B=2 x[2,7]g ; masked_nan(0;;0x1.393e757a021bep+0) logsumexp(1;0,0,1;0x0p+0) maximum(2,1;;0x0p+0) pow(1;;0x1p-1)",
       "budget=1 remat=1 autocast=float32 batch2=4", 6121492672232440914u);
 }
+
+// CPU codegen: under 16-bit autocast a fusion yielding relu as float32 (a
+// convert to the type the value already had, an identity copy that
+// canonicalization folds) and sin as bf16 computed sin into relu's
+// destination: CSE had merged the two ops' identical tensor.empty inits, and
+// empty-tensor elimination gave the destination to both. Every init is now
+// numbered (kiln.init) so none are merged. The segment's outputs feed a
+// later segment across a graph break (slice with a step).
+TEST(FuzzRegression, Seed8100_Graph394_MergedInitsShareADestination) {
+  expect_compiled_matches_eager("B=2 x[2,4,3] p[3,3]b ; bmm_expand(0,1;;0x0p+0) relu(2;;0x0p+0) sin(3;;0x0p+0) softmax(4;1;0x0p+0) slice_step(0;0,0,2;0x0p+0) amax(5;0,0,1;0x0p+0)",
+                                "budget=1 remat=1 autocast=float16 batch2=0", 2632008575612048326u);
+}

@@ -177,6 +177,43 @@ TEST_P(codegen_Lowp, ExplicitConvertsRound) {
 }
 
 /// y = x w^T in bf16/f16 through the 16-bit GEMMs: small integers, exact.
+/// A multi-result bf16 fusion (as kiln-autocast leaves softmax's prologue):
+/// relu yielded as f32 (a convert of a value the kernel already holds in
+/// f32: an identity copy that canonicalization folds), sin yielded as bf16,
+/// and a max over the middle dim. Each result must land in its own
+/// destination (fuzzer seed 8100 graph 394: CSE merged relu's and sin's
+/// inits and sin came back holding relu). References in float from the same
+/// bf16 inputs.
+TEST_P(codegen_Lowp, MultiResultBf16FusionKeepsEachResultInItsDestination) {
+  const ElementType bf = ElementType::BF16;
+  GraphMaker m;
+  int x = m.input({2, 4, 3}, bf);
+  int r = m.same(OpKind::Relu, {x});
+  int rf = m.node(OpKind::Convert, {r}, {2, 4, 3}, ElementType::F32);
+  int sn = m.same(OpKind::Sin, {r});
+  int mx = m.node(OpKind::ReduceMax, {sn}, {2, 3}, bf, [](ir::Node &n) { n.ints = {1}; });
+  auto compiled = compileOk(m.done({rf, sn, mx}));
+  ASSERT_TRUE(compiled.forward);
+  std::vector<float> xs = values(24, 21);
+  for (auto &v : xs)
+    v = roundTo(bf, v * 3.0f); // relu up to ~6: far from sin's range
+  auto res = runOk(*compiled.forward, {half(bf, {2, 4, 3}, xs)});
+  ASSERT_EQ(res.size(), 3u);
+  std::vector<float> relu = read<float>(res[0]);
+  std::vector<uint16_t> sinBits = read<uint16_t>(res[1]), maxBits = read<uint16_t>(res[2]);
+  for (int i = 0; i < 24; ++i) {
+    const float want = std::max(xs[i], 0.0f);
+    EXPECT_EQ(relu[i], want) << i;
+    EXPECT_NEAR(decode(bf, sinBits[i]), std::sin(want), 1.0 / 128) << i;
+  }
+  for (int b = 0; b < 2; ++b)
+    for (int c = 0; c < 3; ++c) {
+      float want = -INFINITY;
+      for (int t = 0; t < 4; ++t)
+        want = std::max(want, std::sin(std::max(xs[b * 12 + t * 3 + c], 0.0f)));
+      EXPECT_NEAR(decode(bf, maxBits[b * 3 + c]), want, 1.0 / 128) << b << ", " << c;
+    }
+}
 TEST_P(codegen_Lowp, MatmulInBf16AndF16) {
   for (ElementType type : {ElementType::BF16, ElementType::F16}) {
     SCOPED_TRACE(ir::toString(type));
