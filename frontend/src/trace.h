@@ -21,6 +21,45 @@ struct Attrs {
 
 /// True while a kiln::compile trace is running on this thread.
 bool active();
+
+/// Autocast scopes of a compiled graph (for the kiln-autocast pass). Eager
+/// autocast runs an op whose policy is float32 (softmax, log_softmax,
+/// layer_norm, ...) wholly in float32, and its backward too, because it
+/// computes on float32 tensors; a trace records such an op as primitive
+/// ops (sub, exp, ...) whose own policies would run them in bf16/f16. While
+/// recording is on (a compile with CompileOptions::autocast), every node
+/// recorded inside a Float32Scope is marked (ir::Node::float32_scope) and
+/// kiln-autocast computes it in float32, as eager autocast does.
+class RecordAutocastScopes {
+public:
+  explicit RecordAutocastScopes(bool on);
+  ~RecordAutocastScopes();
+  RecordAutocastScopes(const RecordAutocastScopes &) = delete;
+  RecordAutocastScopes &operator=(const RecordAutocastScopes &) = delete;
+
+private:
+  bool prev_;
+};
+
+/// Nodes recorded while alive (and `enter` is true) run in float32 under
+/// autocast. Entered by amp::detail::AutocastOp for float32-policy ops, by
+/// the backward engine around a node created in such a scope, and around
+/// the engine's gradient accumulation (eager accumulates a tensor's
+/// gradients in its own, float32, type). Nestable; without recording on,
+/// nothing is marked.
+class Float32Scope {
+public:
+  explicit Float32Scope(bool enter = true);
+  ~Float32Scope();
+  Float32Scope(const Float32Scope &) = delete;
+  Float32Scope &operator=(const Float32Scope &) = delete;
+
+private:
+  bool entered_;
+};
+
+/// True when a node recorded now would be marked float32_scope.
+bool in_float32_scope();
 /// Records `out = kind(inputs...)`.
 void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out,
             const Attrs &attrs = {});

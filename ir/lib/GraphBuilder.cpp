@@ -96,6 +96,17 @@ mlir::Location GraphBuilder::nodeLoc(int nodeIndex, const Node &node) {
 
 static size_t expectedOperandCount(OpKind kind) { return static_cast<size_t>(opNumOperands(kind)); }
 
+/// Marks the op defining `result` (and, for a keepdim reduction, the reduce
+/// op under its reshape) kiln.autocast_fp32: kiln-autocast runs it in f32.
+static void markFloat32Scope(const Node &node, mlir::Value result) {
+  mlir::Operation *op = result.getDefiningOp();
+  auto unit = mlir::UnitAttr::get(op->getContext());
+  op->setAttr(kAutocastFp32Attr, unit);
+  const bool keepdimReduce = node.keepdim && (node.kind == OpKind::ReduceSum || node.kind == OpKind::ReduceMax);
+  if (keepdimReduce)
+    op->getOperand(0).getDefiningOp()->setAttr(kAutocastFp32Attr, unit);
+}
+
 static ComparePredicate toComparePredicate(Predicate predicate) {
   switch (predicate) {
   case Predicate::EQ:
@@ -191,6 +202,8 @@ bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
   }
   if (!result)
     return fail(where + ": unsupported op kind");
+  if (node.float32_scope)
+    markFloat32Scope(node, result);
   values_[node.result] = result;
   return true;
 }

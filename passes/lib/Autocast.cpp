@@ -81,6 +81,8 @@ public:
         continue;
       autocastOp(op);
     }
+    // The float32 marks are consumed here (later passes and kernels never see them).
+    body.walk([](Operation *op) { op->removeAttr(ir::kAutocastFp32Attr); });
     // Layout ops and constants whose uses all moved to their cast clones.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
       if ((isa<ir::ConstantOp>(op) || ir::isLayoutOp(&op)) && op.use_empty())
@@ -99,8 +101,13 @@ private:
     if (floats.empty())
       return;
     StringRef name = op->getName().stripDialect();
+    ir::CastPolicy policy = ir::autocastPolicy(std::string_view(name.data(), name.size()));
+    // Inside an op eager autocast runs in float32 (softmax's x - max, a
+    // layer norm's centring, their backwards, gradient sums): float32 too.
+    if (op->hasAttr(ir::kAutocastFp32Attr) && policy != ir::CastPolicy::LowerPrecision)
+      policy = ir::CastPolicy::Float32;
     Type target;
-    switch (ir::autocastPolicy(std::string_view(name.data(), name.size()))) {
+    switch (policy) {
     case ir::CastPolicy::LowerPrecision:
       target = low_;
       break;

@@ -129,3 +129,13 @@ TEST(FuzzRegression, Seed8100_Graph394_MergedInitsShareADestination) {
   expect_compiled_matches_eager("B=2 x[2,4,3] p[3,3]b ; bmm_expand(0,1;;0x0p+0) relu(2;;0x0p+0) sin(3;;0x0p+0) softmax(4;1;0x0p+0) slice_step(0;0,0,2;0x0p+0) amax(5;0,0,1;0x0p+0)",
                                 "budget=1 remat=1 autocast=float16 batch2=0", 2632008575612048326u);
 }
+
+// kiln-autocast: log_softmax under bf16 autocast ran its primitives (the
+// x - max, the backward's sums) in bf16, where eager autocast runs the whole
+// op in float32; p2.grad's error was 4.8x eager's. Ops recorded inside a
+// float32-policy op (and its backward, and gradient sums) are now marked and
+// computed in float32.
+TEST(FuzzRegression, Seed5000_Graph3917_Float32ScopeOfLogSoftmax) {
+  expect_compiled_matches_eager("B=4 x[4,6] p[1,6] p[]g ; maximum(1,0;;0x0p+0) chunk(3;0,2,2;0x0p+0) mul(2,4;;0x0p+0) log_softmax(5;0;0x0p+0) matmul_self(6;;0x0p+0)",
+                                "budget=1 remat=1 autocast=bfloat16 batch2=0", 4276288679015009004u);
+}

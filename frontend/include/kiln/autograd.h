@@ -48,6 +48,10 @@ struct Node : std::enable_shared_from_this<Node> {
   bool releases_after_apply = false;
   /// Number of forward outputs this node receives gradients for.
   int num_outputs = 1;
+  /// Created inside an op that autocast runs in float32, while a compiled
+  /// autocast graph was traced (internal: the engine re-enters that scope
+  /// for apply(), so the traced backward is marked too).
+  bool float32_scope = false;
   std::vector<Edge> next_edges;
   /// Hooks on the gradient of forward output `first` (Tensor::register_hook
   /// on a non-leaf), applied before apply().

@@ -39,8 +39,10 @@ ExcludeGuard::ExcludeGuard() { ++state.exclude_depth; }
 ExcludeGuard::~ExcludeGuard() { --state.exclude_depth; }
 
 AutocastOp::AutocastOp(const char *name) {
+  const ir::CastPolicy policy = ir::autocastPolicy(name);
+  if (policy == ir::CastPolicy::Float32 && trace::active()) scope_.emplace();
   if (!state.enabled || state.exclude_depth > 0) return;
-  switch (ir::autocastPolicy(name)) {
+  switch (policy) {
   case ir::CastPolicy::LowerPrecision: target_ = state.dtype; break;
   case ir::CastPolicy::Float32: target_ = kFloat32; break;
   case ir::CastPolicy::Promote:  // the ops' own type promotion does it

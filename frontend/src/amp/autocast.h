@@ -3,16 +3,23 @@
 // At the entry of an op listed in kiln/ir/AutocastPolicy.h:
 //
 //   Tensor softmax(const Tensor &x, int64_t dim) {
-//     if (amp::detail::AutocastOp ac("softmax"); ac) return softmax(ac.cast(x), dim);
+//     amp::detail::AutocastOp ac("softmax");
+//     if (ac) return softmax(ac.cast(x), dim);
 //     ...
 //
 // `ac` is true when autocast is enabled on this thread, the op is not
 // running inside another autocast op (or a backward pass), and its policy
 // casts (LowerPrecision or Float32). While `ac` lives, autocast is excluded,
-// so the re-entered call (and every op it runs) does not cast again.
+// so the re-entered call (and every op it runs) does not cast again. `ac`
+// lives for the whole op (not only the `if`): under a compiled autocast
+// trace a float32-policy op marks every node it records while it lives
+// (trace::Float32Scope).
 #pragma once
 
+#include <optional>
+
 #include "kiln/tensor.h"
+#include "../trace.h"
 
 namespace kiln::amp::detail {
 
@@ -45,6 +52,9 @@ public:
 private:
   bool active_ = false;
   DType target_ = kFloat32;
+  /// A float32-policy op under a compiled trace: its nodes are marked for
+  /// kiln-autocast (trace::Float32Scope), whether or not eager autocast is on.
+  std::optional<trace::Float32Scope> scope_;
 };
 
 }  // namespace kiln::amp::detail

@@ -25,6 +25,7 @@ thread_local std::unordered_map<const TensorImpl *, Tensor> *capture = nullptr;
 Tensor accumulate(const Tensor &acc, const Tensor &g) {
   if (!acc.defined()) return g;
   if (!g.defined()) return acc;
+  trace::Float32Scope scope;  // a compiled autocast graph sums gradients in float32 (kiln-autocast)
   return acc + g;
 }
 
@@ -86,7 +87,11 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots, bool re
       continue;
     }
     node->releases_after_apply = !retain_graph;
-    TensorList outputs = node->apply(inputs);
+    TensorList outputs;
+    {
+      trace::Float32Scope scope(node->float32_scope);  // the backward of a float32-policy op
+      outputs = node->apply(inputs);
+    }
     if (!retain_graph) node->release_saved();
     KILN_CHECK(outputs.size() == node->next_edges.size(), "backward: ", node->name(), " returned ",
                outputs.size(), " gradients, expected ", node->next_edges.size());
@@ -120,7 +125,7 @@ TensorList recompute_backward(const Tensor &out, const Tensor &g, const TensorLi
 
 }  // namespace
 
-Node::Node() : sequence_nr(next_sequence_nr++) {}
+Node::Node() : sequence_nr(next_sequence_nr++) { float32_scope = trace::in_float32_scope(); }
 
 std::shared_ptr<AccumulateGrad> grad_accumulator(const Tensor &leaf) {
   auto &meta = leaf.impl()->autograd;

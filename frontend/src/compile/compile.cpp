@@ -175,6 +175,8 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::instantiate(const Dyna
 Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.defined(), "kiln::compile: ", name(), " called with an undefined input");
   compile_device(input, *module_);
+  // Traces (whole graph or segments) mark what eager autocast runs in float32.
+  trace::RecordAutocastScopes autocast_scopes(options_.autocast != kFloat32);
   if (graph_breaks_) return forward_segments(input);
   const bool grad_enabled = autograd::GradMode::is_enabled();
   const GuardKey guard =

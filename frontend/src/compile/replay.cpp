@@ -15,6 +15,7 @@ namespace kiln::compile_detail {
 /// graph-break segments are re-traced this way, with autograd, to get their
 /// joint forward+backward graph).
 Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result) {
+  trace::Float32Scope scope(n.float32_scope);  // re-recorded nodes (and their backward) keep the mark
   switch (n.kind) {
   case ir::OpKind::Add: return in[0] + in[1];
   case ir::OpKind::Sub: return in[0] - in[1];

@@ -126,6 +126,7 @@ void Tracer::record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Te
   node.keepdim = attrs.keepdim;
   node.scalar = attrs.scalar;
   node.predicate = attrs.predicate;
+  node.float32_scope = in_float32_scope();
   node.result = define(out);
   if (lazy_ && user_grad_enabled_ && !autograd::GradMode::is_enabled()) no_grad_.push_back(node.result);
   graph_.nodes.push_back(std::move(node));
@@ -175,6 +176,23 @@ PauseTracing::~PauseTracing() { current = prev_; }
 // ---- the hooks ops call (trace.h) -------------------------------------------
 
 bool active() { return current != nullptr; }
+
+namespace {
+thread_local bool recording_scopes = false;
+thread_local int float32_depth = 0;
+} // namespace
+
+RecordAutocastScopes::RecordAutocastScopes(bool on) : prev_(recording_scopes) { recording_scopes = on; }
+RecordAutocastScopes::~RecordAutocastScopes() { recording_scopes = prev_; }
+
+Float32Scope::Float32Scope(bool enter) : entered_(enter) {
+  if (entered_) ++float32_depth;
+}
+Float32Scope::~Float32Scope() {
+  if (entered_) --float32_depth;
+}
+
+bool in_float32_scope() { return recording_scopes && float32_depth > 0; }
 
 void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out, const Attrs &attrs) {
   if (current) current->record(kind, inputs, out, attrs);

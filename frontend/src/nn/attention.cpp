@@ -74,7 +74,8 @@ Tensor causal_mask(int64_t L, int64_t S, Device device) {
 
 Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &attn_mask,
                                     double dropout_p, bool is_causal) {
-  if (amp::detail::AutocastOp ac("scaled_dot_product_attention"); ac)
+  amp::detail::AutocastOp ac("scaled_dot_product_attention");
+  if (ac)
     return scaled_dot_product_attention(ac.cast(q), ac.cast(k), ac.cast(v), ac.cast(attn_mask), dropout_p, is_causal);
   check_operands(q, k, v);
   KILN_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "scaled_dot_product_attention: dropout_p must be in [0, 1], got ",

@@ -335,7 +335,8 @@ namespace functional {
 
 Tensor conv2d(const Tensor &x, const Tensor &weight, const Tensor &bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
-  if (amp::detail::AutocastOp ac("conv2d"); ac)
+  amp::detail::AutocastOp ac("conv2d");
+  if (ac)
     return conv2d(ac.cast(x), ac.cast(weight), ac.cast(bias), stride, padding, dilation, groups);
   check_input(x, "conv2d");
   check_weight(x, weight, bias, groups);

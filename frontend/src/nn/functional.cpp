@@ -5,7 +5,8 @@
 namespace kiln::nn::functional {
 
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
-  if (amp::detail::AutocastOp ac("linear"); ac) return linear(ac.cast(x), ac.cast(weight), ac.cast(bias));
+  amp::detail::AutocastOp ac("linear");
+  if (ac) return linear(ac.cast(x), ac.cast(weight), ac.cast(bias));
   KILN_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got ",
              weight.defined() ? shape_str(weight.sizes()) : std::string("undefined"));
   KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ",
@@ -23,7 +24,8 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
 }
 
 Tensor log_softmax(const Tensor &x, int64_t dim) {
-  if (amp::detail::AutocastOp ac("log_softmax"); ac) return log_softmax(ac.cast(x), dim);
+  amp::detail::AutocastOp ac("log_softmax");
+  if (ac) return log_softmax(ac.cast(x), dim);
   KILN_CHECK(x.defined() && x.is_floating_point(), "log_softmax: expected a floating point tensor, got ",
              x.defined() ? dtype_name(x.dtype()) : "undefined");
   // The max shift is a constant for the gradient (log_softmax is shift
@@ -33,7 +35,8 @@ Tensor log_softmax(const Tensor &x, int64_t dim) {
 }
 
 Tensor softmax(const Tensor &x, int64_t dim) {
-  if (amp::detail::AutocastOp ac("softmax"); ac) return softmax(ac.cast(x), dim);
+  amp::detail::AutocastOp ac("softmax");
+  if (ac) return softmax(ac.cast(x), dim);
   KILN_CHECK(x.defined() && x.is_floating_point(), "softmax: expected a floating point tensor, got ",
              x.defined() ? dtype_name(x.dtype()) : "undefined");
   Tensor e = (x - x.detach().amax({dim}, /*keepdim=*/true)).exp();

@@ -45,7 +45,8 @@ Tensor reduce(const Tensor &per_sample, const Tensor &weight_sum, Reduction redu
 }  // namespace
 
 Tensor nll_loss(const Tensor &log_probs, const Tensor &target, Reduction reduction, int64_t ignore_index) {
-  if (amp::detail::AutocastOp ac("nll_loss"); ac)
+  amp::detail::AutocastOp ac("nll_loss");
+  if (ac)
     return nll_loss(ac.cast(log_probs), target, reduction, ignore_index);
   check_targets(log_probs, target, ignore_index, "nll_loss");
   // one_hot[i, j] = (j == target[i]); rows whose target is ignore_index
@@ -58,7 +59,8 @@ Tensor nll_loss(const Tensor &log_probs, const Tensor &target, Reduction reducti
 
 Tensor cross_entropy(const Tensor &logits, const Tensor &target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
-  if (amp::detail::AutocastOp ac("cross_entropy"); ac)
+  amp::detail::AutocastOp ac("cross_entropy");
+  if (ac)
     return cross_entropy(ac.cast(logits), target, reduction, ignore_index, label_smoothing);
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
              label_smoothing);

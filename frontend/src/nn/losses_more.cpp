@@ -27,7 +27,8 @@ Tensor reduce(const Tensor &loss, Reduction reduction) {
 }  // namespace
 
 Tensor mse_loss(const Tensor &input, const Tensor &target, Reduction reduction) {
-  if (amp::detail::AutocastOp ac("mse_loss"); ac) return mse_loss(ac.cast(input), ac.cast(target), reduction);
+  amp::detail::AutocastOp ac("mse_loss");
+  if (ac) return mse_loss(ac.cast(input), ac.cast(target), reduction);
   check_pair(input, target, "mse_loss");
   Tensor diff = input - target;
   return reduce(diff * diff, reduction);
@@ -35,7 +36,8 @@ Tensor mse_loss(const Tensor &input, const Tensor &target, Reduction reduction) 
 
 Tensor binary_cross_entropy_with_logits(const Tensor &input, const Tensor &target, Reduction reduction,
                                         const Tensor &pos_weight) {
-  if (amp::detail::AutocastOp ac("binary_cross_entropy_with_logits"); ac)
+  amp::detail::AutocastOp ac("binary_cross_entropy_with_logits");
+  if (ac)
     return binary_cross_entropy_with_logits(ac.cast(input), ac.cast(target), reduction, ac.cast(pos_weight));
   check_pair(input, target, "binary_cross_entropy_with_logits");
   // PyTorch's stable form (aten/src/ATen/native/Loss.cpp): with m = max(-x, 0),

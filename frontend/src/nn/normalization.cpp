@@ -65,7 +65,8 @@ void update_running(const Tensor &running, const Tensor &batch, double momentum)
 
 Tensor layer_norm(const Tensor &x, const Shape &normalized_shape, const Tensor &weight, const Tensor &bias,
                   double eps) {
-  if (amp::detail::AutocastOp ac("layer_norm"); ac)
+  amp::detail::AutocastOp ac("layer_norm");
+  if (ac)
     return layer_norm(ac.cast(x), normalized_shape, ac.cast(weight), ac.cast(bias), eps);
   check_float_input(x, "layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
@@ -88,7 +89,8 @@ Tensor batch_norm(const Tensor &x, const Tensor &running_mean, const Tensor &run
                   const Tensor &bias, bool training, double momentum, double eps) {
   // The running statistics are state updated in place: never cast (a cast
   // would update a copy); the update converts to their dtype itself.
-  if (amp::detail::AutocastOp ac("batch_norm"); ac)
+  amp::detail::AutocastOp ac("batch_norm");
+  if (ac)
     return batch_norm(ac.cast(x), running_mean, running_var, ac.cast(weight), ac.cast(bias), training, momentum, eps);
   check_float_input(x, "batch_norm");
   KILN_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape [N, C] or [N, C, *], got ", shape_str(x.sizes()));

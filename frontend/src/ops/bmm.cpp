@@ -85,7 +85,8 @@ void check_operands(const Tensor &a, const Tensor &b) {
 }  // namespace
 
 Tensor bmm(const Tensor &a, const Tensor &b) {
-  if (amp::detail::AutocastOp ac("bmm"); ac) return bmm(ac.cast(a), ac.cast(b));
+  amp::detail::AutocastOp ac("bmm");
+  if (ac) return bmm(ac.cast(a), ac.cast(b));
   check_operands(a, b);
   const DType result = promote_types(a.dtype(), b.dtype());
   const DType compute = gemm::compute_type(result);

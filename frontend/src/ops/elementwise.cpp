@@ -400,21 +400,25 @@ Tensor div(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Div, "di
 Tensor maximum(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Max, "maximum"); }
 Tensor neg(const Tensor &a) { return unary(a, Un::Neg, "neg"); }
 Tensor exp(const Tensor &a) {
-  if (amp::detail::AutocastOp ac("exp"); ac) return exp(ac.cast(a));
+  amp::detail::AutocastOp ac("exp");
+  if (ac) return exp(ac.cast(a));
   return unary(a, Un::Exp, "exp");
 }
 Tensor log(const Tensor &a) {
-  if (amp::detail::AutocastOp ac("log"); ac) return log(ac.cast(a));
+  amp::detail::AutocastOp ac("log");
+  if (ac) return log(ac.cast(a));
   return unary(a, Un::Log, "log");
 }
 Tensor relu(const Tensor &a) { return unary(a, Un::Relu, "relu"); }
 Tensor sqrt(const Tensor &a) {
-  if (amp::detail::AutocastOp ac("sqrt"); ac) return sqrt(ac.cast(a));
+  amp::detail::AutocastOp ac("sqrt");
+  if (ac) return sqrt(ac.cast(a));
   return unary(a, Un::Sqrt, "sqrt");
 }
 
 Tensor pow(const Tensor &a, double exponent) {
-  if (amp::detail::AutocastOp ac("pow"); ac) return pow(ac.cast(a), exponent);
+  amp::detail::AutocastOp ac("pow");
+  if (ac) return pow(ac.cast(a), exponent);
   check_defined(a, "pow", "input");
   KILN_CHECK(a.is_floating_point(), "pow: expected a floating point tensor, got ", dtype_name(a.dtype()));
   const DType compute = compute_type(a.dtype());

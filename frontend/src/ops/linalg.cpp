@@ -85,7 +85,8 @@ Tensor matmul_batched(const Tensor &a, const Tensor &b) {
 }  // namespace
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
-  if (amp::detail::AutocastOp ac("matmul"); ac) return matmul(ac.cast(a), ac.cast(b));
+  amp::detail::AutocastOp ac("matmul");
+  if (ac) return matmul(ac.cast(a), ac.cast(b));
   KILN_CHECK(a.defined() && b.defined(), "matmul: operand is an undefined tensor");
   dispatch::common_device("matmul", {&a, &b});
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dimension, got shapes ",

@@ -143,7 +143,8 @@ Tensor abs(const Tensor &a) {
 }
 
 Tensor rsqrt(const Tensor &a) {
-  if (amp::detail::AutocastOp ac("rsqrt"); ac) return rsqrt(ac.cast(a));
+  amp::detail::AutocastOp ac("rsqrt");
+  if (ac) return rsqrt(ac.cast(a));
   auto [x, out] = run_float_kernel(a, "rsqrt", ir::OpKind::Rsqrt, Pw::Rsqrt);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "RsqrtBackward", {x}, {out.detach()},

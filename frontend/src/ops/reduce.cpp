@@ -135,7 +135,8 @@ const dispatch::KernelRegistrar<ReduceKernel> reduce_cpu_reg(reduce_stub, Device
 }  // namespace
 
 Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
-  if (amp::detail::AutocastOp ac("sum"); ac) return sum(ac.cast(a), dims_in, keepdim);
+  amp::detail::AutocastOp ac("sum");
+  if (ac) return sum(ac.cast(a), dims_in, keepdim);
   KILN_CHECK(a.defined(), "sum: input is an undefined tensor");
   if (is_half(a.dtype())) return sum(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
   Shape dims = normalize_dims(a, dims_in, "sum");
@@ -161,7 +162,8 @@ Tensor sum(const Tensor &a, const Shape &dims_in, bool keepdim) {
 }
 
 Tensor mean(const Tensor &a, const Shape &dims_in, bool keepdim) {
-  if (amp::detail::AutocastOp ac("mean"); ac) return mean(ac.cast(a), dims_in, keepdim);
+  amp::detail::AutocastOp ac("mean");
+  if (ac) return mean(ac.cast(a), dims_in, keepdim);
   KILN_CHECK(a.defined(), "mean: input is an undefined tensor");
   KILN_CHECK(a.is_floating_point(), "mean: expected a floating point input, got ", dtype_name(a.dtype()),
              "; convert with .to(kiln::kFloat32)");

@@ -201,12 +201,14 @@ Tensor finite_max(const Tensor &x, const Shape &dims) {
 }  // namespace
 
 Tensor var(const Tensor &a, const Shape &dims, int64_t correction, bool keepdim) {
-  if (amp::detail::AutocastOp ac("var"); ac) return var(ac.cast(a), dims, correction, keepdim);
+  amp::detail::AutocastOp ac("var");
+  if (ac) return var(ac.cast(a), dims, correction, keepdim);
   return to_result(variance(a, dims, correction, keepdim, "var"), a.dtype());
 }
 
 Tensor std(const Tensor &a, const Shape &dims, int64_t correction, bool keepdim) {
-  if (amp::detail::AutocastOp ac("std"); ac) return std(ac.cast(a), dims, correction, keepdim);
+  amp::detail::AutocastOp ac("std");
+  if (ac) return std(ac.cast(a), dims, correction, keepdim);
   return to_result(sqrt(variance(a, dims, correction, keepdim, "std")), a.dtype());
 }
 
@@ -214,7 +216,8 @@ std::pair<Tensor, Tensor> max(const Tensor &a, int64_t dim, bool keepdim) { retu
 std::pair<Tensor, Tensor> min(const Tensor &a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, false); }
 
 Tensor logsumexp(const Tensor &a, const Shape &dims_in, bool keepdim) {
-  if (amp::detail::AutocastOp ac("logsumexp"); ac) return logsumexp(ac.cast(a), dims_in, keepdim);
+  amp::detail::AutocastOp ac("logsumexp");
+  if (ac) return logsumexp(ac.cast(a), dims_in, keepdim);
   check_input(a, "logsumexp");
   KILN_CHECK(a.dtype() != kBool, "logsumexp: not supported for bool tensors; convert with .to(kiln::kFloat32) first");
   const Shape dims = wrap_dims(a, dims_in, "logsumexp");
@@ -232,7 +235,8 @@ Tensor logsumexp(const Tensor &a, const Shape &dims_in, bool keepdim) {
 
 Tensor cumsum(const Tensor &a, int64_t dim_in) {
   trace::GraphBreak graph_break("cumsum");  // not capturable: runs eagerly between compiled segments
-  if (amp::detail::AutocastOp ac("cumsum"); ac) return cumsum(ac.cast(a), dim_in);
+  amp::detail::AutocastOp ac("cumsum");
+  if (ac) return cumsum(ac.cast(a), dim_in);
   check_input(a, "cumsum");
   const int64_t dim = wrap_dim(a, dim_in, "cumsum");
   // Integers and bool accumulate into int64 (as torch.cumsum); 16-bit floats in float32.

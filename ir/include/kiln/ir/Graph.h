@@ -39,6 +39,10 @@ struct Node {
   bool keepdim = false;       ///< Reduce*
   double scalar = 0.0;        ///< Constant value; Pow exponent
   Predicate predicate = Predicate::EQ;  ///< Compare
+  /// Recorded inside an op that eager autocast runs in float32 (softmax,
+  /// layer_norm, their backwards, gradient accumulation): kiln-autocast
+  /// computes it in float32 (GraphBuilder: attribute kiln.autocast_fp32).
+  bool float32_scope = false;
 };
 
 /// How a graph input is fed.

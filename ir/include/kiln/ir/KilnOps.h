@@ -24,6 +24,12 @@
 
 namespace kiln::ir {
 
+/// Unit attribute on an op that eager autocast runs in float32 (recorded
+/// inside softmax, layer_norm, their backwards, gradient accumulation:
+/// ir::Node::float32_scope). kiln-autocast computes such an op in float32
+/// and removes the attribute.
+inline constexpr const char *kAutocastFp32Attr = "kiln.autocast_fp32";
+
 /// True for ops allowed inside a kiln.fusion body: kiln.constant, the
 /// elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt, tanh,
 /// abs, sin, cos, pow, compare, select, convert) and kiln.reduce_sum /
