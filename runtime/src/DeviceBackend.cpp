@@ -7,8 +7,6 @@
 namespace kiln::runtime {
 namespace {
 
-constexpr size_t kNumDeviceTypes = 3;
-
 struct Registry {
   std::mutex mu;
   std::array<std::shared_ptr<DeviceBackend>, kNumDeviceTypes> backends;

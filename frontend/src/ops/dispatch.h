@@ -27,8 +27,7 @@
 
 namespace kiln::dispatch {
 
-/// Number of DeviceType values (the table size).
-constexpr size_t kNumDeviceTypes = 3;
+using ::kiln::kNumDeviceTypes;  // the table size (kiln/runtime/Device.h)
 
 /// The untyped part of a table: its family name, one slot per device type,
 /// and the link in the list of all tables (register_cpu_kernels_for walks it).
@@ -92,8 +91,10 @@ void clear_kernels_for(DeviceType type);
 Device common_device(const char *op, std::initializer_list<const Tensor *> tensors);
 Device common_device(const char *op, const std::vector<Tensor> &tensors);
 
-/// `t` on `device`: a 0-d cpu scalar is copied there (Tensor::to, so
-/// autograd and the tracer see it); any other tensor is returned as it is.
+/// `t` on `device`: a 0-d cpu scalar is copied there (through Tensor::to
+/// when it requires grad, so the gradient goes back; else a plain copy that a
+/// trace records as the same value, so a compiled graph sees no graph
+/// break); any other tensor is returned as it is.
 Tensor move_scalar(const Tensor &t, const Device &device);
 
 }  // namespace kiln::dispatch

@@ -1,6 +1,7 @@
 // kiln/runtime/Device.h - where memory lives and kernels run.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,9 @@ namespace kiln {
 /// PrivateUse1 is PyTorch's slot for an out-of-tree backend: a program (or a
 /// test) registers its own DeviceBackend for it.
 enum class DeviceType : int8_t { CPU = 0, CUDA = 1, PrivateUse1 = 2 };
+
+/// Number of DeviceType values (the size of per-device-type tables).
+constexpr size_t kNumDeviceTypes = 3;
 
 /// A device: type plus index (always 0 for CPU). Mirrors torch::Device.
 struct Device {
