@@ -1,6 +1,7 @@
 // Oracle.cpp - compiled vs eager vs float64 for one program; the shrinker.
 #include "Oracle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -163,6 +164,31 @@ Options Options::random(std::mt19937_64 &rng, int64_t batch) {
   return o;
 }
 
+namespace {
+
+bool is_exp_like(const std::string &name) {
+  return name == "exp" || name == "softmax" || name == "log_softmax" || name == "logsumexp";
+}
+
+/// The largest |argument| of p's exp-like ops when it runs eagerly (float32)
+/// on `inputs` with x replaced by `x`.
+double exp_argument_max(const Program &p, std::vector<Tensor> inputs, const Tensor &x) {
+  NoGradGuard no_grad;
+  inputs[0] = x;
+  const std::vector<Tensor> values = run_program(p, inputs);
+  double m = 0;
+  for (const Op &op : p.ops) {
+    if (!is_exp_like(op.name) || op.args.empty()) continue;
+    const Tensor &a = values[op.args[0]];
+    if (!a.is_floating_point()) continue;
+    for (double v : a.to_vector<double>())
+      if (std::isfinite(v)) m = std::max(m, std::abs(v));
+  }
+  return m;
+}
+
+}  // namespace
+
 Verdict check(const Program &p, const Options &o, uint64_t seed) {
   const std::vector<Tensor> inputs = make_inputs(p, p.batch, seed);
   ProgramModule eager(p, inputs, kFloat32), reference(p, inputs, kFloat64);
@@ -214,6 +240,16 @@ Verdict check(const Program &p, const Options &o, uint64_t seed) {
       const bool sixteen = low_precision || half;
       const double multiplier = sixteen || (et.defined() && et.numel() < 1000) ? 3.0 : 2.0;
       std::string why = compare(ct, et, r.tensors[k], multiplier, sixteen ? 1e-2 : 1e-4);
+      if (!why.empty() && low_precision) {
+        const double bound = o.autocast == kBFloat16 ? 2.0 : 16.0;
+        const double m = exp_argument_max(p, inputs, x);
+        if (m > bound) {
+          v.status = Verdict::IllConditioned;
+          v.message = "16-bit autocast with an exp-like argument of " + std::to_string(m) + " (> " +
+                      std::to_string(bound) + "): " + why;
+          return v;
+        }
+      }
       if (!why.empty()) {
         v.status = Verdict::Mismatch;
         v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) + "), " +

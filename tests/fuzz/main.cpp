@@ -127,6 +127,7 @@ const char *status_name(Verdict::Status s) {
   case Verdict::Invalid: return "invalid";
   case Verdict::Mismatch: return "mismatch";
   case Verdict::CompiledError: return "error";
+  case Verdict::IllConditioned: return "ill-conditioned";
   }
   return "error";
 }
