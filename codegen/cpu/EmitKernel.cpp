@@ -569,40 +569,20 @@ private:
 
 } // namespace
 
-/// Multi-result fusions: gives the tensor.empty that the linalg op computing
-/// result `index` starts from (directly, or through a reduction's
-/// linalg.fill) a `kiln.result` attribute. CSE then cannot merge it with the
-/// identical inits of other results and intermediates, so empty-tensor
-/// elimination (which replaces every use of the empty it finds, LLVM 19)
-/// hands destination `index` to this result alone; with one shared empty,
-/// all results were computed into the first destination and overwrote
-/// each other.
-static void tagResultInit(Value result, unsigned index) {
-  auto generic = result.getDefiningOp<linalg::GenericOp>();
-  if (!generic || generic->getNumResults() != 1)
-    return;
-  Value init = generic.getDpsInits()[0];
-  if (auto fill = init.getDefiningOp<linalg::FillOp>()) // a reduction's accumulator
-    init = fill.getDpsInits()[0];
-  if (auto empty = init.getDefiningOp<tensor::EmptyOp>())
-    empty->setAttr("kiln.result", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), index));
-}
-
-/// Gives every other tensor.empty of `func` a distinct `kiln.init` number.
-/// Two inits that print alike (same type, same dim operands) would
-/// otherwise be merged by CSE, and empty-tensor elimination then hands a
-/// destination to every op that starts from the merged init: when an
-/// identity copy into a tagged result init is folded away (a convert to the
-/// type a value already has), the untagged init of the value it copied is
-/// the one that meets the destination, and an unrelated intermediate of the
-/// same shape that shared it was computed into that destination too
-/// (fuzzer seed 8100 graph 394: a bf16 autocast fusion yielding relu as f32
-/// and sin as bf16 returned relu in sin's place).
+/// Gives every tensor.empty of `func` a distinct `kiln.init` number. Two
+/// inits that print alike (same type, same dim operands) would otherwise be
+/// merged by CSE, and empty-tensor elimination (which replaces every use of
+/// the empty it finds, LLVM 19) then hands a destination to every op that
+/// starts from the merged init: the results of a multi-result fusion were
+/// all computed into the first destination, and when an identity copy into
+/// a result's init is folded away (a convert to the type a value already
+/// has), an unrelated intermediate of the same shape was computed into that
+/// result's destination (fuzzer seed 8100 graph 394: a bf16 autocast fusion
+/// yielding relu as f32 and sin as bf16 returned relu in sin's place).
 static void numberInits(func::FuncOp func) {
   int64_t next = 0;
   func.walk([&](tensor::EmptyOp empty) {
-    if (!empty->hasAttr("kiln.result"))
-      empty->setAttr("kiln.init", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), next++));
+    empty->setAttr("kiln.init", IntegerAttr::get(IntegerType::get(empty.getContext(), 64), next++));
   });
 }
 
@@ -737,10 +717,6 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
     written.insert(tensor);
     if (cast<RankedTensorType>(tensor.getType()).getElementType().isInteger(1))
       tensor = emitter.storeBool(tensor);
-    // Row kernels too: their loop must not take the destination as the
-    // buffer of an intermediate that CSE merged with the result's init.
-    if (fusion.getNumResults() > 1 || emitter.rows)
-      tagResultInit(tensor, j);
     b.create<bufferization::MaterializeInDestinationOp>(loc, /*result=*/Type(), tensor,
                                                         entry->getArgument(numInputs + numScalars + j),
                                                         /*restrict=*/true, /*writable=*/true);
