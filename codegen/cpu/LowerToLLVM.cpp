@@ -223,6 +223,7 @@ LogicalResult approximateMath(ModuleOp kernels) {
 void addFusionPasses(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createKilnCpuFuseLinalgElementwisePass());
   pm.addNestedPass<func::FuncOp>(createKilnCpuMergeGenericsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnCpuCollapseReductionsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // Before tiling, so the loop's destination is the kernel's result argument

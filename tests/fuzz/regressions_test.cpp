@@ -139,3 +139,14 @@ TEST(FuzzRegression, Seed5000_Graph3917_Float32ScopeOfLogSoftmax) {
   expect_compiled_matches_eager("B=4 x[4,6] p[1,6] p[]g ; maximum(1,0;;0x0p+0) chunk(3;0,2,2;0x0p+0) mul(2,4;;0x0p+0) log_softmax(5;0;0x0p+0) matmul_self(6;;0x0p+0)",
                                 "budget=1 remat=1 autocast=bfloat16 batch2=0", 4276288679015009004u);
 }
+
+// CPU codegen: a full reduction (sum over every dim of [5, 2, 3, 4]) was a
+// loop nest whose innermost loop has 4 elements, so all 120 were added to
+// one accumulator in turn; cos(1.5 * sum) then amplified the rounding
+// (x.grad's error against float64 6x eager's cascade sum). Full reductions
+// over contiguous tensors now loop over one flat dim, which vectorizes with
+// many partial sums (kiln-cpu-collapse-reductions).
+TEST(FuzzRegression, Seed4000_Graph539_FullReductionIsOneFlatLoop) {
+  expect_compiled_matches_eager("B=5 x[5,2,3,4]g ; mul(0,0;;0x0p+0) sum(0;0;0x0p+0) contiguous_clone(2;;0x0p+0) matmul_self(1;;0x0p+0) permute(4;3,1,2,0;0x0p+0) cos(3;;0x0p+0) add(5,6;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 8540723808598267265u);
+}

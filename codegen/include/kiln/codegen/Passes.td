@@ -46,6 +46,18 @@ def KilnCpuMergeGenericsPass : Pass<"kiln-cpu-merge-generics", "mlir::func::Func
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def KilnCpuCollapseReductionsPass : Pass<"kiln-cpu-collapse-reductions", "mlir::func::FuncOp"> {
+  let summary = "Full reductions over contiguous tensors loop over one flat dim";
+  let description = [{
+    After kiln-cpu-merge-generics. A linalg.generic whose iterators are all
+    reductions (rank >= 2), whose inputs are read through identity maps from
+    contiguous tensors and whose results are 0-d has its iteration space
+    collapsed to one dim (linalg::collapseOpIterationDims): the loop
+    vectorizer then keeps many partial sums, not one accumulator.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def KilnCpuTileRowsPass : Pass<"kiln-cpu-tile-rows", "mlir::func::FuncOp"> {
   let summary = "Tile row kernels over rows and fuse their producers into the loop";
   let description = [{
