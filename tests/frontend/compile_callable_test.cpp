@@ -349,5 +349,17 @@ TEST(CompileCallable, BadCallsNameTheArgument) {
   expect_error([&] { bert->forward({xb, Tensor()}); }, {"undefined tensor", "input 1"});
 }
 
+TEST(CompileCallable, BackwardInsideTheCompiledFunctionIsAnError) {
+  manual_seed(7);
+  auto model = std::make_shared<Mlp>();
+  auto step = compile([&](const Tensor &x, const Tensor &y) {
+    Tensor loss = F::cross_entropy(model->forward(x), y);
+    loss.backward();
+    return loss;
+  });
+  expect_error([&] { step(randn({8, 6}), labels_for(0)); }, {"backward", "outside the compiled call"});
+  for (const Tensor &p : model->parameters()) EXPECT_FALSE(p.grad().defined());
+}
+
 }  // namespace
 }  // namespace kiln
