@@ -1,4 +1,5 @@
-// kiln/compile.h - kiln::compile: capture, compile and run a module.
+// kiln/compile.h - kiln::compile: capture, compile and run a module or any
+// callable (see "Several inputs and outputs" and "Compiling a function").
 //
 // compile(model) returns a Module that, on the first call for a guard key
 // (input shapes, dtypes, requires_grad flags, training mode, grad mode),
@@ -69,6 +70,45 @@
 // CompileOptions::guard_scalars, so a change recompiles. (A module with
 // graph breaks records its ops on every call, so it sees new values, and an
 // item() value used in arithmetic recompiles its segment.)
+// Several inputs and outputs: a module whose forward takes several tensors
+// overrides nn::Module's `std::vector<Tensor> forward(const std::vector<Tensor>&)`
+// and compile(module)->forward({x, mask}) compiles it; each input tensor is
+// guarded as the one input above (shape, dtype, device, requires_grad), the
+// number of tensors is fixed by the first call (another count: kiln::Error).
+// Every output gets a grad_fn running one compiled backward for all outputs
+// (AOTAutograd's CompiledFunction): an output whose gradient is not used
+// gets a zero tangent, and a tensor only such outputs reach gets no .grad,
+// as in eager. Automatic dynamic shapes serve one-input calls only; with
+// several tensors each new shape compiles a static artifact.
+// Compiling a function (kiln::compile(fn), kiln/compile_function.h): any
+// callable taking Tensors and int / double / bool / std::string values,
+// returning a Tensor, a std::vector<Tensor> or a std::tuple of Tensors.
+// Guarded: each tensor argument as above; each non-tensor argument by value
+// (a changed value compiles a new artifact, counted toward
+// cache_size_limit; KILN_LOG=recompiles says "argument 2 (int) changed 3 ->
+// 4"); grad and autocast mode. Found while tracing: every tensor the trace
+// reads that is not an argument is bound by reference on every call (a
+// leaf requiring grad is a parameter: its gradient comes out of the compiled
+// backward into .grad; others are constants/buffers read each call); the
+// outermost live modules owning those tensors (nn/module_registry.h: the
+// module that registered a tensor and the parents holding it) are guarded
+// per artifact: the identity, shape and dtype of every parameter and buffer
+// and their requires_grad flags (replace_module, Module::to(dtype),
+// set_data of another shape, requires_grad_(false)), train()/eval(), and
+// whether the module still lives (a captured `std::shared_ptr` assigned a
+// new model destroys the old one: recompile). A tensor the function reads
+// that no module registered (a free tensor captured by the lambda) is bound
+// by identity: its shape, dtype and requires_grad are guarded, reassigning
+// the C++ variable to another tensor is not seen (update it in place, or
+// make it an argument). Baked in as for modules: C++ scalars the closure
+// captures (use an argument, which is guarded) and host decisions.
+// backward() is called outside the compiled function (torch.compile's common
+// usage): a trace cannot record .grad accumulation or an optimizer's in-place
+// update as graph outputs, so a step function returns the loss and the
+// caller runs `loss.backward(); opt.step();`, which runs the compiled backward.
+// An undefined tensor argument throws kiln::Error naming it ("argument 1");
+// when a new trace fails after a guard changed (e.g. float labels for
+// cross_entropy), the error says which argument changed.
 // Environment: KILN_DUMP_IR=dir writes the IR after each pipeline stage;
 // KILN_LOG=recompiles prints which guard changed when a new artifact is
 // compiled, when a dim becomes dynamic and when a size reuses it.
@@ -179,6 +219,26 @@ struct CompileStats {
   int graph_break_segments = 0;    ///< segments compiled so far (all calls) for a graph split by graph breaks
 };
 
+namespace detail {
+/// A non-tensor argument of a compiled function, guarded by value: a call
+/// with another value compiles (or finds) another artifact.
+struct ScalarArg {
+  std::string name;   ///< "argument 2"
+  std::string type;   ///< "int", "double", "bool", "string"
+  std::string value;  ///< printed exactly (doubles with 17 digits, strings quoted)
+};
+/// One call of a compiled module or function, type-erased: the tensors, the
+/// non-tensor arguments, and `body`, which runs the user's code on tensors
+/// standing for `inputs` (the traced copies while tracing, the real tensors
+/// when run eagerly or as graph-break segments) and returns its outputs.
+struct CallSpec {
+  std::vector<Tensor> inputs;
+  std::vector<std::string> input_names;  ///< for messages: "input", "input 1", "argument 0"
+  std::vector<ScalarArg> scalars;
+  std::function<std::vector<Tensor>(const std::vector<Tensor> &)> body;
+};
+}  // namespace detail
+
 struct GuardKey;  // compile.cpp: everything an artifact specializes on
 namespace trace {
 class Tracer;
@@ -189,9 +249,23 @@ struct Graph;
 
 class CompiledModule : public nn::Module {
 public:
-  CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options);
+  /// What is compiled: a module's forward (its parameters and buffers are
+  /// guarded through the module), or a function (kiln::compile(fn); the
+  /// modules and tensors its traces read are found and guarded per artifact).
+  enum class Kind { Module, Function };
+  CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options, Kind kind = Kind::Module);
   ~CompiledModule() override;
+  /// The one-tensor form: module.forward(input), compiled.
   Tensor forward(const Tensor &input) override;
+  /// Several tensors in and out: module.forward(inputs), compiled (the
+  /// vector form of nn::Module::forward). The number of tensors is fixed by
+  /// the first call: another count throws kiln::Error naming both; an
+  /// undefined tensor throws naming "input <i>".
+  std::vector<Tensor> forward(const std::vector<Tensor> &inputs) override;
+  /// The engine under both forms and kiln::compile(fn): guard, find or build
+  /// the artifact, run it. Throws kiln::Error naming the argument for an
+  /// undefined tensor or inputs on several devices.
+  std::vector<Tensor> call_compiled(detail::CallSpec &call);
   std::string name() const override { return "Compiled" + module_->name(); }
   const CompileStats &stats() const { return stats_; }
   nn::Module &original() { return *module_; }
@@ -210,7 +284,15 @@ public:
 private:
   struct SegmentCall;
   struct SegmentSite;
-  Tensor forward_segments(const Tensor &input);
+  std::vector<Tensor> forward_segments(detail::CallSpec &call);
+  /// The cached artifact for `key`, or nullptr on a miss; for a function,
+  /// an artifact whose found modules or tensors changed is a miss (`why`).
+  std::shared_ptr<Artifact> cached_artifact(const std::string &key, std::string *why);
+  /// Runs a found artifact: binds inputs, captured tensors and random draws,
+  /// returns the outputs with a grad_fn running the compiled backward.
+  std::vector<Tensor> run_artifact(const std::shared_ptr<Artifact> &artifact, const detail::CallSpec &call);
+  Kind kind_ = Kind::Module;
+  int num_inputs_ = -1;  ///< tensors per call of the vector form (fixed by the first call)
   void flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op);
   /// The compiled segment for `call` (compiled now if new), or nullptr when
   /// its position is past cache_size_limit (then it runs eagerly).
@@ -237,7 +319,8 @@ private:
   /// The artifact for a guard key that missed the cache: an instance of a
   /// dynamic family, or traced and compiled (shape-generic or static); null
   /// when the call runs eagerly (cache_size_limit, graph break, int32).
-  std::shared_ptr<Artifact> build_artifact(const Tensor &input, const GuardKey &guard, bool grad_enabled);
+  std::shared_ptr<Artifact> build_artifact(detail::CallSpec &call, const GuardKey &guard, bool grad_enabled,
+                                           const std::string &state_change);
   /// Fits `artifact`'s graph and `previous`'s to one symbolic graph over
   /// input dim `dim` and compiles its shape-generic kernels (false + why).
   bool compile_artifact_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why);
@@ -265,3 +348,5 @@ std::string explain(CompiledModule &model, const Tensor &input, bool print = tru
 std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
 
 }  // namespace kiln
+
+#include "kiln/compile_function.h"  // kiln::compile(fn): CompiledFunction

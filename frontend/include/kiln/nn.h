@@ -26,10 +26,26 @@ namespace kiln::nn {
 
 class Module {
 public:
-  virtual ~Module() = default;
-  /// The computation. Single tensor in, single tensor out.
-  virtual Tensor forward(const Tensor &input) = 0;
+  Module();
+  /// A copy shares the parameter and buffer tensors (as today's memberwise
+  /// copy) and is a module of its own for kiln::compile's guards.
+  Module(const Module &other);
+  Module &operator=(const Module &other);
+  virtual ~Module();
+  /// The computation of a one-input, one-output module (most layers). The
+  /// default throws kiln::Error: a module with several inputs or outputs
+  /// overrides the vector form below instead.
+  virtual Tensor forward(const Tensor &input);
+  /// Several tensors in, several out: a model that takes token ids and a
+  /// padding mask and returns logits and a loss. A virtual taking a vector
+  /// (rather than LibTorch's templated forward(Args...)) so that such a
+  /// module is called, contained and compiled through nn::Module& like any
+  /// other (kiln::compile(module) calls this form). The default calls
+  /// forward(inputs[0]) when there is exactly one input, else throws
+  /// kiln::Error naming the count.
+  virtual std::vector<Tensor> forward(const std::vector<Tensor> &inputs);
   Tensor operator()(const Tensor &input) { return forward(input); }
+  std::vector<Tensor> operator()(const std::vector<Tensor> &inputs) { return forward(inputs); }
   /// Class name for printing ("Linear", "Sequential", ...).
   virtual std::string name() const = 0;
 

@@ -12,6 +12,7 @@
 #include "kiln/random.h"
 #include "../amp/autocast.h"
 #include "../trace.h"
+#include "../trace.h"
 
 namespace kiln::autograd {
 namespace {
@@ -228,6 +229,10 @@ void record(const Tensor &output, const char *name, const TensorList &inputs, co
 void backward(const TensorList &roots, const TensorList &grad_roots, bool retain_graph) {
   KILN_CHECK(roots.size() == grad_roots.size(), "backward: ", roots.size(), " outputs but ",
              grad_roots.size(), " gradients");
+  // A trace cannot record .grad accumulation: inside kiln::compile the call
+  // would fill .grad once while tracing and never on cached calls.
+  KILN_CHECK(!trace::active(), "backward: called inside a function or module compiled by kiln::compile; return the "
+             "loss and call loss.backward() outside the compiled call (it runs the compiled backward)");
   // Backward formulas never build a graph of their own (no create_graph).
   NoGradGuard no_grad;
   auto *prev = capture;

@@ -1,9 +1,11 @@
 // compile/artifact.cpp - tracing a module for kiln::compile, codegen's
 // options, and the compile statistics of an artifact.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
 #include "compile/artifact.h"
+#include "compile/replay.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 
@@ -45,58 +47,96 @@ std::vector<Tensor> defined_gradients(const std::vector<Tensor> &grads, std::vec
   return kept;
 }
 
-/// Traces forward + backward of `module` on `input`: the artifact's graph,
-/// captured tensors, random draws and gradient positions (not compiled yet).
-std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward) {
+/// Traced copies of the call's inputs: detached, requiring grad where the
+/// input does and a backward is traced; each declared as a user input.
+static std::vector<Tensor> traced_inputs(const detail::CallSpec &call, bool with_backward, trace::Tracer &tracer) {
+  std::vector<Tensor> traced;
+  for (const Tensor &input : call.inputs) {
+    Tensor t = input.detach();
+    if (input.requires_grad() && with_backward) t.requires_grad_(true);
+    tracer.add_user_input(t);
+    traced.push_back(t);
+  }
+  return traced;
+}
+
+/// Traces the backward of `outputs` (one ones-like tangent per output that
+/// requires grad) into `tracer`: the defined gradients of the captured
+/// leaves that require grad, then of the inputs that do (AOTAutograd's joint
+/// graph); records grad_inputs, grad_outputs and reach in `artifact`.
+static std::vector<Tensor> trace_backward(const std::vector<Tensor> &outputs, const std::vector<Tensor> &inputs,
+                                          trace::Tracer &tracer, CompiledModule::Artifact &artifact) {
+  std::vector<Tensor> with_grad, tangents;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!outputs[k].requires_grad()) continue;
+    Tensor tangent;
+    {
+      trace::PauseTracing pause;
+      tangent = ones_like(outputs[k]);
+    }
+    tracer.add_tangent(tangent);
+    artifact.grad_outputs.push_back(static_cast<int>(k));
+    with_grad.push_back(outputs[k]);
+    tangents.push_back(tangent);
+  }
+  if (with_grad.empty()) return {};
+  std::vector<Tensor> targets;
+  std::vector<int> positions;
+  const auto &captured = tracer.captured();
+  const int num_inputs = static_cast<int>(inputs.size());
+  for (size_t i = 0; i < captured.size(); ++i)
+    if (captured[i].requires_grad() && captured[i].is_leaf()) {
+      targets.push_back(captured[i]);
+      positions.push_back(static_cast<int>(i) + num_inputs);
+    }
+  for (int i = 0; i < num_inputs; ++i)
+    if (inputs[i].requires_grad()) {
+      targets.push_back(inputs[i]);
+      positions.push_back(i);
+    }
+  if (targets.empty()) return {};
+  const std::vector<int> all_positions = positions;
+  std::vector<std::vector<bool>> reach;
+  if (with_grad.size() > 1) reach = gradient_reach(with_grad, targets);
+  std::vector<Tensor> grads = defined_gradients(autograd::grad(with_grad, tangents, targets), positions);
+  artifact.grad_inputs = positions;
+  for (const auto &row : reach) {  // the columns of the targets that got a gradient
+    std::vector<bool> kept;
+    for (int pos : positions)
+      kept.push_back(row[std::find(all_positions.begin(), all_positions.end(), pos) - all_positions.begin()]);
+    artifact.reach.push_back(std::move(kept));
+  }
+  return grads;
+}
+
+std::shared_ptr<CompiledModule::Artifact> trace_call(const detail::CallSpec &call, bool with_backward,
+                                                     const std::string &name) {
   auto artifact = std::make_shared<CompiledModule::Artifact>();
+  artifact->num_inputs = static_cast<int>(call.inputs.size());
   // Tracing runs the model once; random draws made while tracing must not
   // shift the generator, so the compiled call that follows sees exactly the
   // state an eager call would.
   const Generator generator_before = default_generator();
   trace::Tracer tracer;
-  Tensor traced_input = input.detach();
-  if (input.requires_grad() && with_backward) traced_input.requires_grad_(true);
-  Tensor output;
-  std::vector<Tensor> grads;
+  std::vector<Tensor> outputs, grads;
   {
     trace::TracingScope scope(&tracer);
-    tracer.add_user_input(traced_input);
-    output = module.forward(traced_input);
-    KILN_CHECK(output.defined(), "kiln::compile: ", module.name(), ".forward returned an undefined tensor");
-    if (with_backward && output.requires_grad()) {
-      Tensor tangent;
-      {
-        trace::PauseTracing pause;
-        tangent = ones_like(output);
-      }
-      tracer.add_tangent(tangent);
-      // Gradient targets: captured leaves that require grad, then the input.
-      std::vector<Tensor> targets;
-      std::vector<int> positions;
-      const auto &captured = tracer.captured();
-      for (size_t i = 0; i < captured.size(); ++i)
-        if (captured[i].requires_grad() && captured[i].is_leaf()) {
-          targets.push_back(captured[i]);
-          positions.push_back(static_cast<int>(i) + 1);
-        }
-      if (traced_input.requires_grad()) {
-        targets.push_back(traced_input);
-        positions.push_back(0);
-      }
-      if (!targets.empty()) {
-        grads = defined_gradients(autograd::grad({output}, {tangent}, targets), positions);
-        artifact->grad_inputs = positions;
-      }
-    }
+    const std::vector<Tensor> inputs = traced_inputs(call, with_backward, tracer);
+    outputs = call.body(inputs);
+    KILN_CHECK(!outputs.empty(), "kiln::compile: ", name, " returned no tensors");
+    for (size_t k = 0; k < outputs.size(); ++k)
+      KILN_CHECK(outputs[k].defined(), "kiln::compile: ", name, " returned an undefined tensor",
+                 outputs.size() > 1 ? " as output " + std::to_string(k) : std::string());
+    if (with_backward) grads = trace_backward(outputs, inputs, tracer, *artifact);
   }
   default_generator() = generator_before;
-  artifact->traced = tracer.finish({output}, grads);
+  artifact->traced = tracer.finish(outputs, grads);
   artifact->captured = tracer.captured();
   artifact->random_draws = tracer.random_draws();
-  const size_t first_random = 1 + artifact->captured.size();
+  const size_t first_random = call.inputs.size() + artifact->captured.size();
   for (size_t i = 0; i < artifact->random_draws.size(); ++i)
     artifact->random_shapes.push_back(artifact->traced.values[artifact->traced.inputs[first_random + i]].shape);
-  artifact->output_types = {output.dtype()};
+  for (const Tensor &t : outputs) artifact->output_types.push_back(t.dtype());
   return artifact;
 }
 
@@ -115,17 +155,27 @@ codegen::CompileOptions codegen_options(const nn::Module &module, const CompileO
   return copts;
 }
 
-Device compile_device(const Tensor &input, const nn::Module &module) {
-  const Device device = input.device();
+Device compile_device(const detail::CallSpec &call, const nn::Module &module) {
+  KILN_CHECK(!call.inputs.empty(), "kiln::compile: ", module.name(), " was called without a tensor argument; a "
+             "compiled function needs at least one");
+  for (size_t i = 0; i < call.inputs.size(); ++i)
+    KILN_CHECK(call.inputs[i].defined(), "kiln::compile: Compiled", module.name(), " called with an undefined tensor as ",
+               call.input_names[i]);
+  const Device device = call.inputs[0].device();
+  const std::string first = call.input_names[0];
+  for (size_t i = 1; i < call.inputs.size(); ++i)
+    KILN_CHECK(call.inputs[i].device() == device, "kiln::compile: expected every input of Compiled", module.name(),
+               " on one device, got ", device.str(), " (", first, ") and ", call.inputs[i].device().str(), " (",
+               call.input_names[i], ")");
   auto check = [&](const Tensor &t, const char *kind, const std::string &name) {
     KILN_CHECK(t.device() == device, "kiln::compile: expected the input and every parameter and buffer of ",
-               module.name(), " on one device, got ", device.str(), " (input) and ", t.device().str(), " (", kind,
-               " ", name, ")");
+               module.name(), " on one device, got ", device.str(), " (", first, ") and ", t.device().str(), " (",
+               kind, " ", name, ")");
   };
   for (const auto &[name, p] : module.named_parameters()) check(p, "parameter", name);
   for (const auto &[name, b] : module.named_buffers()) check(b, "buffer", name);
   KILN_CHECK(codegen::hasCompileTarget(device.type), "kiln::compile: no compile target for device ", device.str(),
-             " (", module.name(), "'s input); codegen::register_target registers one, the CPU's is built in");
+             " (", module.name(), "'s ", first, "); codegen::register_target registers one, the CPU's is built in");
   return device;
 }
 
@@ -150,7 +200,7 @@ void compile_artifact_static(nn::Module &module, CompiledModule::Artifact &artif
                     CompileStats &stats) {
   std::string error;
   auto start = std::chrono::steady_clock::now();
-  bool ok = codegen::compileGraph(artifact.traced, codegen_options(module, options, stats, artifact.guard->key.device),
+  bool ok = codegen::compileGraph(artifact.traced, codegen_options(module, options, stats, artifact.guard->key.inputs[0].device),
                                   &artifact.graph, &error);
   KILN_CHECK(ok, "kiln::compile: compiling ", module.name(), " failed: ", error,
              "\nRun the model eagerly (without kiln::compile) to work around this, and set KILN_DUMP_IR=<dir> "

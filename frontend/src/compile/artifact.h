@@ -20,13 +20,39 @@
 #include "kiln/codegen/Compiler.h"
 #include "kiln/compile.h"
 #include "kiln/ir/DynamicShapes.h"
+#include "nn/module_registry.h"
 
 namespace kiln {
+
+/// What a compiled function's trace read besides its arguments, as found
+/// (compile(fn)): the outermost live modules owning those tensors (with
+/// their parameters' and buffers' identities, shapes, dtypes, requires_grad
+/// and training mode) and each captured tensor's shape, dtype, device and
+/// requires_grad. An artifact serves a call only while these still hold.
+struct FoundState {
+  struct Root {
+    nn::registry::ModuleRef ref;
+    std::string name;   ///< the module's name() at trace time
+    std::string state;  ///< GuardKey::state_signature + requires_grad flags
+    bool training;
+  };
+  std::vector<Root> roots;
+  std::vector<TensorGuard> captured;
+  static FoundState of(const std::vector<Tensor> &captured);
+  /// "" while the artifact may serve a call, else what changed.
+  std::string check(const std::vector<Tensor> &captured) const;
+};
 
 /// One compiled graph and how to bind it.
 struct CompiledModule::Artifact {
   codegen::CompiledGraph graph;
   std::shared_ptr<Guard> guard;     ///< the guards it was compiled for
+  int num_inputs = 1;               ///< tensor inputs of the call (graph inputs first)
+  std::vector<int> grad_outputs;    ///< forward outputs that have a tangent (require grad)
+  /// reach[k][i]: a gradient flows from grad_outputs[k] to grad input i
+  /// (CompiledBackward::reach); empty with one grad output.
+  std::vector<std::vector<bool>> reach;
+  std::shared_ptr<FoundState> found;  ///< compile(fn) only: the modules and tensors found
   std::vector<Tensor> captured;     ///< bound by reference each call (parameters)
   std::vector<trace::RandomDraw> random_draws;  ///< redrawn each call (dropout masks)
   std::vector<Shape> random_shapes; ///< the shape of each draw
@@ -102,19 +128,23 @@ double seconds_since(std::chrono::steady_clock::time_point start);
 /// eager: a zero gradient would let optimizers decay and move it).
 std::vector<Tensor> defined_gradients(const std::vector<Tensor> &grads, std::vector<int> &positions);
 
-/// Traces forward + backward of `module` on `input`: the artifact's graph,
-/// captured tensors, random draws and gradient positions (not compiled yet).
-std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const Tensor &input, bool with_backward);
+/// Traces forward + backward of `call` (its body on traced copies of its
+/// inputs; one tangent per output that requires grad): the artifact's
+/// graph, captured tensors, random draws and gradient positions (not
+/// compiled yet). `name` is for errors (an undefined output).
+std::shared_ptr<CompiledModule::Artifact> trace_call(const detail::CallSpec &call, bool with_backward,
+                                                     const std::string &name);
 
 /// codegen's options for one compile of `module` on `device` (remat,
 /// budget, autocast, custom passes, the IR dump folder <dir>/<Module>-<n>).
 codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,
                                         const CompileStats &stats, Device device);
 
-/// The device a compiled graph of `module` runs on: the input's. Throws
-/// kiln::Error when a parameter or buffer is on another device (naming
-/// both) or when no compile target serves it (codegen::register_target).
-Device compile_device(const Tensor &input, const nn::Module &module);
+/// The device a compiled graph of `module` runs on: the inputs'. Throws
+/// kiln::Error when an input is undefined (naming it), when an input, a
+/// parameter or a buffer is on another device (naming both) or when no
+/// compile target serves it (codegen::register_target).
+Device compile_device(const detail::CallSpec &call, const nn::Module &module);
 
 /// Copies the artifact's compile time, kernel count and memory plan into
 /// `stats`.

@@ -16,8 +16,21 @@ namespace kiln {
 
 using namespace compile_detail;
 
-CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options)
-    : module_(std::move(module)), options_(std::move(options)) {
+namespace {
+
+/// The module standing for a compiled function: no parameters or buffers of
+/// its own (those the function reads are found while tracing: FoundState).
+class FunctionModule : public nn::Module {
+public:
+  std::string name() const override { return "Function"; }
+};
+
+}  // namespace
+
+std::shared_ptr<nn::Module> detail::function_module() { return std::make_shared<FunctionModule>(); }
+
+CompiledModule::CompiledModule(std::shared_ptr<nn::Module> module, CompileOptions options, Kind kind)
+    : kind_(kind), module_(std::move(module)), options_(std::move(options)) {
   KILN_CHECK(module_ != nullptr, "kiln::compile: module is null");
   KILN_CHECK(options_.memory_budget >= 0.0 && options_.memory_budget <= 1.0,
              "kiln::compile: CompileOptions::memory_budget = ", options_.memory_budget,
@@ -37,14 +50,15 @@ void CompiledModule::warn_uncompilable(const char *type) {
                "(or graph-break segments) run eagerly, with eager's results\n", name().c_str(), type);
 }
 
-std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const Tensor &input, const GuardKey &guard,
-                                                                      bool grad_enabled) {
+std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(detail::CallSpec &call, const GuardKey &guard,
+                                                                      bool grad_enabled,
+                                                                      const std::string &state_change) {
   const bool log = log_enabled("recompiles") || log_enabled("dynamic");
   const std::string key = guard.str();
   // 1. A dynamic artifact whose symbol covers this size: no trace, no LLVM.
   for (const auto &family : families_) {
     if (guard.str(family->dim) != family->key) continue;
-    const int64_t s = guard.shape[family->dim];
+    const int64_t s = guard.shape()[family->dim];
     if (s < 2) break;
     std::string why;
     auto artifact = instantiate(*family, s, &why);
@@ -54,7 +68,7 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const T
       ++stats_.dynamic_instantiations;
       if (log)
         std::fprintf(stderr, "[kiln] %s: input %s reuses the dynamic artifact (dim %d = s = %lld), no recompile\n",
-                     name().c_str(), shape_str(guard.shape).c_str(), family->dim, static_cast<long long>(s));
+                     name().c_str(), shape_str(guard.shape()).c_str(), family->dim, static_cast<long long>(s));
       return artifact;
     }
     if (log) std::fprintf(stderr, "[kiln] %s: the dynamic artifact cannot serve s = %lld: %s\n", name().c_str(),
@@ -82,14 +96,16 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const T
         previous = a;
         break;
       }
-  const std::string reason = cache_.empty() || !last_guard_ ? std::string() : guard.diff(last_guard_->key);
+  std::string reason = cache_.empty() || !last_guard_ ? std::string() : guard.diff(last_guard_->key);
+  if (!state_change.empty()) reason = reason.empty() ? state_change : reason + ", " + state_change;
   if (log) {
     if (reason.empty())
       std::fprintf(stderr, "[kiln] compiling %s for %s\n", name().c_str(), key.c_str());
     else
       std::fprintf(stderr, "[kiln] recompiling %s (%d compiled): %s%s\n", name().c_str(), stats_.compiles,
                    reason.c_str(),
-                   std::any_of(guard.shape.begin(), guard.shape.end(), [](int64_t d) { return d < 2; }) &&
+                   guard.inputs.size() == 1 &&
+                           std::any_of(guard.shape().begin(), guard.shape().end(), [](int64_t d) { return d < 2; }) &&
                            !families_.empty()
                        ? " (sizes 0 and 1 are specialized: a dynamic artifact never serves them)"
                        : "");
@@ -97,7 +113,8 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const T
   std::shared_ptr<Artifact> artifact;
   const Generator generator_before = default_generator();
   try {
-    artifact = trace_module(*module_, input, grad_enabled);
+    artifact = trace_call(call, grad_enabled, name());
+    if (kind_ == Kind::Function) artifact->found = std::make_shared<FoundState>(FoundState::of(artifact->captured));
   } catch (const trace::GraphBreakError &e) {
     // As TorchDynamo: the graph is split at the op; from now on every call
     // records segments lazily and runs them compiled (forward_segments).
@@ -108,6 +125,9 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const T
                    "the pieces before and after are compiled and '%s' runs eagerly\n",
                    name().c_str(), e.op.c_str(), e.op.c_str());
     return nullptr;
+  } catch (const Error &e) {
+    if (reason.empty()) throw;
+    throw Error(std::string(e.what()) + "\n(while tracing " + name() + " again because " + reason + ")");
   }
   if (const char *type = uncompilable_type(artifact->traced)) {
     warn_uncompilable(type);
@@ -124,8 +144,8 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const T
       if (log)
         std::fprintf(stderr, "[kiln] %s: dim %d of the input changed (%lld -> %lld); it is now dynamic (s): %d "
                      "shape-generic kernels serve every size >= 2\n", name().c_str(), dim,
-                     static_cast<long long>(previous->guard->key.shape[dim]),
-                     static_cast<long long>(guard.shape[dim]), artifact->graph.num_generic_kernels);
+                     static_cast<long long>(previous->guard->key.shape()[dim]),
+                     static_cast<long long>(guard.shape()[dim]), artifact->graph.num_generic_kernels);
       return artifact;
     }
     if (log) std::fprintf(stderr, "[kiln] %s: dim %d stays static: %s\n", name().c_str(), dim, why.c_str());
@@ -138,17 +158,17 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(const T
 }
 
 bool CompiledModule::compile_artifact_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why) {
-  const int64_t s = artifact.guard->key.shape[dim], s_old = previous.guard->key.shape[dim];
+  const int64_t s = artifact.guard->key.shape()[dim], s_old = previous.guard->key.shape()[dim];
   auto family = std::make_shared<DynamicFamily>();
   if (!ir::fitSymbolicGraph(artifact.traced, s, previous.traced, s_old, &family->symbolic, why)) return false;
   for (size_t i = 0; i < artifact.captured.size(); ++i)
-    if (family->symbolic.isDynamic(artifact.traced.inputs[1 + i])) {
+    if (family->symbolic.isDynamic(artifact.traced.inputs[artifact.num_inputs + i])) {
       *why = "captured tensor " + std::to_string(i) + " (not a parameter: created inside forward) has a shape that "
              "depends on the input's dim " + std::to_string(dim);
       return false;
     }
   auto start = std::chrono::steady_clock::now();
-  if (!codegen::compileGraphDynamic(artifact.traced, previous.traced, codegen_options(*module_, options_, stats_, artifact.guard->key.device),
+  if (!codegen::compileGraphDynamic(artifact.traced, previous.traced, codegen_options(*module_, options_, stats_, artifact.guard->key.inputs[0].device),
                                     &artifact.graph, &family->kernels, why))
     return false;
   record_compile(artifact, seconds_since(start), stats_);
@@ -165,7 +185,7 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::instantiate(const Dyna
                                                                       std::string *why) {
   auto artifact = std::make_shared<Artifact>(*family.prototype);
   artifact->traced = ir::instantiate(family.symbolic, s);
-  const size_t first_random = 1 + artifact->captured.size();
+  const size_t first_random = artifact->num_inputs + artifact->captured.size();
   for (size_t i = 0; i < artifact->random_shapes.size(); ++i)
     artifact->random_shapes[i] = artifact->traced.values[artifact->traced.inputs[first_random + i]].shape;
   if (!codegen::instantiateGraphDynamic(artifact->traced, family.kernels, &artifact->graph, why)) return nullptr;
@@ -174,32 +194,70 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::instantiate(const Dyna
 
 Tensor CompiledModule::forward(const Tensor &input) {
   KILN_CHECK(input.defined(), "kiln::compile: ", name(), " called with an undefined input");
-  compile_device(input, *module_);
+  detail::CallSpec call;
+  call.inputs = {input};
+  call.input_names = {"input"};
+  call.body = [this](const std::vector<Tensor> &in) { return std::vector<Tensor>{module_->forward(in[0])}; };
+  std::vector<Tensor> outputs = call_compiled(call);
+  KILN_CHECK(outputs.size() == 1, "kiln::compile: ", name(), ".forward(const Tensor &) returns one tensor; the module "
+             "returned ", outputs.size(), ": call forward({...})");
+  return outputs[0];
+}
+
+std::vector<Tensor> CompiledModule::forward(const std::vector<Tensor> &inputs) {
+  if (num_inputs_ < 0) num_inputs_ = static_cast<int>(inputs.size());
+  KILN_CHECK(static_cast<int>(inputs.size()) == num_inputs_, "kiln::compile: ", name(), ".forward: expected ",
+             num_inputs_, " input tensors (as in its first call), got ", inputs.size());
+  detail::CallSpec call;
+  call.inputs = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    call.input_names.push_back(inputs.size() == 1 ? std::string("input") : "input " + std::to_string(i));
+  call.body = [this](const std::vector<Tensor> &in) { return module_->forward(in); };
+  return call_compiled(call);
+}
+
+std::shared_ptr<CompiledModule::Artifact> CompiledModule::cached_artifact(const std::string &key, std::string *why) {
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return nullptr;
+  const std::shared_ptr<Artifact> &artifact = it->second;
+  if (artifact->found) {
+    *why = artifact->found->check(artifact->captured);
+    if (!why->empty()) return nullptr;  // a found module or tensor changed: trace again
+  }
+  return artifact;
+}
+
+std::vector<Tensor> CompiledModule::call_compiled(detail::CallSpec &call) {
+  compile_device(call, *module_);
   // Traces (whole graph or segments) mark what eager autocast runs in float32.
   trace::RecordAutocastScopes autocast_scopes(options_.autocast != kFloat32);
-  if (graph_breaks_) return forward_segments(input);
+  if (graph_breaks_) return forward_segments(call);
   const bool grad_enabled = autograd::GradMode::is_enabled();
   const GuardKey guard =
-      GuardKey::of(input, is_training(), grad_enabled, *module_, options_.autocast, options_.guard_scalars);
+      GuardKey::of(call, is_training(), grad_enabled, *module_, options_.autocast, options_.guard_scalars);
   const std::string key = guard.str();
   if (eager_keys_.count(key)) {  // a dtype the compiler does not support yet
     ++stats_.eager_fallbacks;
-    return module_->forward(input);
+    return call.body(call.inputs);
   }
-  auto it = cache_.find(key);
-  std::shared_ptr<Artifact> artifact;
-  if (it != cache_.end()) {
-    artifact = it->second;
+  std::string state_change;
+  std::shared_ptr<Artifact> artifact = cached_artifact(key, &state_change);
+  if (artifact) {
     ++stats_.cache_hits;
   } else {
-    artifact = build_artifact(input, guard, grad_enabled);
-    if (graph_breaks_) return forward_segments(input);
-    if (!artifact) return module_->forward(input);  // cache_size_limit reached or a dtype not compiled: eager
+    artifact = build_artifact(call, guard, grad_enabled, state_change);
+    if (graph_breaks_) return forward_segments(call);
+    if (!artifact) return call.body(call.inputs);  // cache_size_limit reached or a dtype not compiled: eager
     cache_[key] = artifact;
   }
   last_guard_ = std::make_shared<Guard>(Guard{guard});
+  return run_artifact(artifact, call);
+}
 
-  std::vector<runtime::TensorView> primals{to_view(input)};
+std::vector<Tensor> CompiledModule::run_artifact(const std::shared_ptr<Artifact> &artifact,
+                                                 const detail::CallSpec &call) {
+  std::vector<runtime::TensorView> primals;
+  for (const Tensor &t : call.inputs) primals.push_back(to_view(t));
   for (const Tensor &t : artifact->captured) primals.push_back(to_view(t));
   for (size_t i = 0; i < artifact->random_draws.size(); ++i)
     primals.push_back(to_view(artifact->random_draws[i](artifact->random_shapes[i])));
@@ -210,21 +268,29 @@ Tensor CompiledModule::forward(const Tensor &input) {
   profiler.record("forward " + name(), "step", start_us, profiler.now_us() - start_us);
   KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);
   const int nfo = artifact->graph.num_forward_outputs;
-  Tensor output = from_view(results[0]);
-
-  if (artifact->graph.backward && !artifact->grad_inputs.empty()) {
-    auto node = std::make_shared<CompiledBackward>();
-    node->artifact = artifact;
-    node->module_name = name();
-    node->primals = primals;
-    node->saved.assign(results.begin() + nfo, results.end());
-    node->output_shapes = {output.sizes()};
-    node->output_types = artifact->output_types;
-    TensorList grad_targets;
-    for (int pos : artifact->grad_inputs) grad_targets.push_back(pos == 0 ? input : artifact->captured[pos - 1]);
-    autograd::set_history({output}, node, grad_targets);
+  std::vector<Tensor> outputs;
+  for (int k = 0; k < nfo; ++k) outputs.push_back(from_view(results[k]));
+  if (!artifact->graph.backward || artifact->grad_inputs.empty()) return outputs;
+  // One backward node for all outputs (AOTAutograd's CompiledFunction): the
+  // gradient of an output nobody used is a zero tangent, and a target only
+  // such outputs reach gets no gradient (reach), as in eager.
+  auto node = std::make_shared<CompiledBackward>();
+  node->artifact = artifact;
+  node->module_name = name();
+  node->primals = primals;
+  node->saved.assign(results.begin() + nfo, results.end());
+  node->reach = artifact->reach;
+  TensorList with_grad;
+  for (int k : artifact->grad_outputs) {
+    with_grad.push_back(outputs[k]);
+    node->output_shapes.push_back(outputs[k].sizes());
+    node->output_types.push_back(artifact->output_types[k]);
   }
-  return output;
+  TensorList grad_targets;
+  for (int pos : artifact->grad_inputs)
+    grad_targets.push_back(pos < artifact->num_inputs ? call.inputs[pos] : artifact->captured[pos - artifact->num_inputs]);
+  autograd::set_history(with_grad, node, grad_targets);
+  return outputs;
 }
 
 std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options) {

@@ -27,8 +27,11 @@ std::string CompiledModule::describe(const Tensor &input) const {
     }
     return os.str();
   }
+  detail::CallSpec call;
+  call.inputs = {input};
+  call.input_names = {"input"};
   const GuardKey guard =
-      GuardKey::of(input, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
+      GuardKey::of(call, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
                    options_.guard_scalars);
   auto it = cache_.find(guard.str());
   if (it == cache_.end()) return std::string();

@@ -26,7 +26,7 @@ Device segment_device(const std::vector<Tensor> &inputs) {
 
 }  // namespace
 
-Tensor CompiledModule::forward_segments(const Tensor &input) {
+std::vector<Tensor> CompiledModule::forward_segments(detail::CallSpec &call) {
   const bool grad_enabled = autograd::GradMode::is_enabled();
   trace::Tracer tracer;
   std::vector<std::string> breaks;
@@ -41,19 +41,19 @@ Tensor CompiledModule::forward_segments(const Tensor &input) {
   stats_.num_fusions = 0;
   stats_.saved_bytes = stats_.recompute_flops = 0;
   stats_.forward_arena_bytes = stats_.backward_arena_bytes = 0;
-  Tensor output;
+  std::vector<Tensor> outputs;
   {
     // Lazy recording builds no autograd graph (any_requires_grad is false
     // under it) and keeps the user's grad mode, so in-place checks and
     // NoGradGuard regions inside forward behave as in eager; each flushed
     // segment gives its outputs the compiled backward as grad_fn.
     trace::TracingScope scope(&tracer);
-    output = module_->forward(input);
+    outputs = call.body(call.inputs);
   }
-  flush_segment(tracer, grad_enabled, nullptr);  // `output` is live: it gets its value here
+  flush_segment(tracer, grad_enabled, nullptr);  // the outputs are live: they get their values here
   stats_.arena_bytes = stats_.forward_arena_bytes + stats_.backward_arena_bytes;
   last_breaks_ = std::move(breaks);
-  return output;
+  return outputs;
 }
 
 void CompiledModule::flush_segment(trace::Tracer &tracer, bool grad_enabled, const char *op) {

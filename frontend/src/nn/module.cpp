@@ -7,12 +7,46 @@
 #include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "backend.h"
+#include "nn/module_registry.h"
 
 namespace kiln::nn {
 
 static void check_name(const std::string &name, const char *what) {
   KILN_CHECK(!name.empty() && name.find('.') == std::string::npos, what, ": name '", name,
              "' must be non-empty and contain no '.'");
+}
+
+Module::Module() { registry::module_created(this); }
+
+Module::Module(const Module &other)
+    : params_(other.params_), buffers_(other.buffers_), children_(other.children_), training_(other.training_) {
+  registry::module_created(this);
+}
+
+Module &Module::operator=(const Module &other) {
+  params_ = other.params_;
+  buffers_ = other.buffers_;
+  children_ = other.children_;
+  training_ = other.training_;
+  return *this;
+}
+
+Module::~Module() {
+  std::vector<Tensor> own;
+  for (auto &p : params_) own.push_back(p.second);
+  for (auto &b : buffers_) own.push_back(b.second);
+  registry::module_destroyed(this, own);
+}
+
+Tensor Module::forward(const Tensor &input) {
+  throw Error(name() + ".forward(const Tensor &) is not defined: this module takes its inputs as a vector; "
+              "call forward({...}) (or override forward(const Tensor &) for a one-input module)");
+}
+
+std::vector<Tensor> Module::forward(const std::vector<Tensor> &inputs) {
+  KILN_CHECK(inputs.size() == 1, name(), ".forward: expected 1 input tensor, got ", inputs.size(),
+             " (override forward(const std::vector<Tensor> &) for a module with several inputs)");
+  return {forward(inputs[0])};
 }
 
 Tensor &Module::register_parameter(const std::string &name, Tensor t, bool requires_grad) {
@@ -22,6 +56,7 @@ Tensor &Module::register_parameter(const std::string &name, Tensor t, bool requi
   KILN_CHECK(t.defined(), "register_parameter: parameter '", name, "' is undefined");
   if (t.requires_grad() != requires_grad) t.requires_grad_(requires_grad);
   params_.emplace_back(name, t);
+  registry::tensor_registered(this, t);
   return params_.back().second;
 }
 
@@ -33,6 +68,7 @@ Tensor &Module::register_buffer(const std::string &name, Tensor t) {
     KILN_CHECK(p.first != name, "register_buffer: '", name, "' is already a parameter");
   KILN_CHECK(t.defined(), "register_buffer: buffer '", name, "' is undefined");
   buffers_.emplace_back(name, t);
+  registry::tensor_registered(this, t);
   return buffers_.back().second;
 }
 
@@ -133,6 +169,7 @@ void Module::add_child(const std::string &name, std::shared_ptr<Module> m) {
   KILN_CHECK(m != nullptr, "register_module: module '", name, "' is null");
   for (auto &c : children_)
     KILN_CHECK(c.first != name, "register_module: a submodule named '", name, "' already exists");
+  registry::child_registered(this, m.get());
   children_.emplace_back(name, std::move(m));
 }
 
@@ -140,6 +177,7 @@ void Module::replace_module(const std::string &name, std::shared_ptr<Module> m) 
   KILN_CHECK(m != nullptr, "replace_module: module '", name, "' is null");
   for (auto &c : children_)
     if (c.first == name) {
+      registry::child_registered(this, m.get());
       c.second = std::move(m);
       return;
     }
