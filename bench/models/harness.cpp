@@ -128,10 +128,8 @@ json measure(const ModelSpec &spec, const Args &args) {
   const Batch batch = spec.make_batch();
   json out = {{"description", spec.description}};
 
-  auto start = Clock::now();
   out["loss_eager"] = eager.step(spec, batch);
-  const double first_eager = seconds_since(start);
-  start = Clock::now();
+  auto start = Clock::now();
   try {
     out["loss_compiled"] = compiled.step(spec, batch);
   } catch (const Error &e) {
@@ -140,8 +138,11 @@ json measure(const ModelSpec &spec, const Args &args) {
     return out;
   }
   const double first_compiled = seconds_since(start);
-  eager.step(spec, batch);  // the second eager step sizes the repetitions
-  const int steps = std::clamp(static_cast<int>(args.rep_seconds / std::max(first_eager, 1e-6)), 2, 500);
+  compiled.step(spec, batch);
+  start = Clock::now();
+  eager.step(spec, batch);  // a warm eager step sizes the repetitions
+  const double warm_eager = seconds_since(start);
+  const int steps = std::clamp(static_cast<int>(args.rep_seconds / std::max(warm_eager, 1e-6)), 2, 500);
   for (int rep = 0; rep < args.reps; ++rep) {  // interleaved: eager, compiled, eager, ...
     eager.timed(spec, batch, steps);
     compiled.timed(spec, batch, steps);

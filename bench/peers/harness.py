@@ -69,14 +69,14 @@ def measure(spec, reps, rep_seconds):
     torch.manual_seed(1)
     batch = spec.make_batch()
     out = {"description": spec.DESCRIPTION}
-    start = time.perf_counter()
     out["loss_eager"] = eager.step(batch)
-    first_eager = time.perf_counter() - start
     start = time.perf_counter()
     out["loss_compiled"] = compiled.step(batch)
     first_compiled = time.perf_counter() - start
-    eager.step(batch)
-    steps = min(500, max(2, int(rep_seconds / max(first_eager, 1e-6))))
+    compiled.step(batch)
+    start = time.perf_counter()
+    eager.step(batch)  # a warm eager step sizes the repetitions
+    steps = min(500, max(2, int(rep_seconds / max(time.perf_counter() - start, 1e-6))))
     for _ in range(reps):  # interleaved: eager, compiled, eager, ...
         eager.timed(batch, steps)
         compiled.timed(batch, steps)
