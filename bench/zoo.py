@@ -48,13 +48,14 @@ def run_json(cmd, env):
     return entry, doc.get("context", {})
 
 
-def merge(name, kiln_cold, kiln_warm, torch_cold, torch_warm):
+def merge(kiln_cold, kiln_warm, torch_cold, torch_warm):
     """One model's row of zoo.json from the four processes' reports."""
     def med(a, b, key):
         reps = (a or {}).get(key + "_reps", []) + (b or {}).get(key + "_reps", [])
         return statistics.median(reps) if reps else None
 
     m = {"description": kiln_cold.get("description"), "compile_error": kiln_cold.get("compile_error"),
+         "parameters": kiln_cold.get("parameters"), "torch_parameters": (torch_cold or {}).get("parameters"),
          "kiln_eager_ms": med(kiln_cold, kiln_warm, "eager_ms"),
          "kiln_compiled_ms": med(kiln_cold, kiln_warm, "compiled_ms"),
          "torch_eager_ms": med(torch_cold, torch_warm, "eager_ms"),
@@ -89,10 +90,13 @@ def run_model(name, args, threads):
                     TORCHINDUCTOR_AUTOGRAD_CACHE="1")
         reports = []
         for _ in ("cold", "warm"):
-            reports.append(run_json(kiln_cmd, kenv)[0])
-            reports.append(None if args.no_peers else run_json(torch_cmd, tenv)[0])
-    kiln_cold, torch_cold, kiln_warm, torch_warm = reports
-    return merge(name, kiln_cold, kiln_warm, torch_cold, torch_warm)
+            reports.append(run_json(kiln_cmd, kenv))
+            reports.append((None, {}) if args.no_peers else run_json(torch_cmd, tenv))
+    (kiln_cold, kiln_ctx), (torch_cold, torch_ctx), (kiln_warm, _), (torch_warm, _) = reports
+    m = merge(kiln_cold, kiln_warm, torch_cold, torch_warm)
+    # Whole-process high-water marks of the cold runs (both variants, the compiler, the libraries).
+    m["kiln_max_rss_mb"], m["torch_max_rss_mb"] = kiln_ctx.get("max_rss_mb"), torch_ctx.get("max_rss_mb")
+    return m
 
 
 def git_revision():

@@ -126,7 +126,9 @@ json measure(const ModelSpec &spec, const Args &args) {
   Variant eager(spec, false), compiled(spec, true);
   manual_seed(1);
   const Batch batch = spec.make_batch();
-  json out = {{"description", spec.description}};
+  int64_t parameters = 0;
+  for (const Tensor &p : eager.model->parameters()) parameters += p.numel();
+  json out = {{"description", spec.description}, {"parameters", parameters}};
 
   out["loss_eager"] = eager.step(spec, batch);
   auto start = Clock::now();

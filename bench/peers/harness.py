@@ -68,7 +68,7 @@ def measure(spec, reps, rep_seconds):
     eager, compiled = Variant(spec, False), Variant(spec, True)
     torch.manual_seed(1)
     batch = spec.make_batch()
-    out = {"description": spec.DESCRIPTION}
+    out = {"description": spec.DESCRIPTION, "parameters": sum(p.numel() for p in eager.model.parameters())}
     out["loss_eager"] = eager.step(batch)
     start = time.perf_counter()
     out["loss_compiled"] = compiled.step(batch)
