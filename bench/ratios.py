@@ -14,7 +14,12 @@ import sys
 
 def load_times(path, key="real_time"):
     with open(path) as f:
-        runs = json.load(f)["benchmarks"]
+        return times_of(json.load(f), key)
+
+
+def times_of(doc, key="real_time"):
+    """{benchmark: time} of a parsed Google Benchmark JSON: the medians when it has repetitions."""
+    runs = doc["benchmarks"]
     medians = {r["run_name"]: r[key] for r in runs if r.get("aggregate_name") == "median"}
     return medians or {r["name"]: r[key] for r in runs if r.get("run_type", "iteration") == "iteration"}
 

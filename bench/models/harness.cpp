@@ -1,0 +1,235 @@
+// bench/models/harness.cpp - kiln-zoo: measures every registered zoo model
+// (harness.h says what and how).
+#include "harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::zoo {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::map<std::string, ModelSpec> &registry() {
+  static std::map<std::string, ModelSpec> models;
+  return models;
+}
+
+struct Args {
+  std::string model;  ///< empty: all
+  int reps = 5;
+  double rep_seconds = 0.5;
+  std::string json_path;
+  bool list = false;
+};
+
+[[noreturn]] void usage(const std::string &msg) {
+  std::fprintf(stderr,
+               "kiln-zoo: %s\nusage: kiln-zoo [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list]\n",
+               msg.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char **argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value for " + k);
+      return argv[++i];
+    };
+    if (k == "--model") a.model = value();
+    else if (k == "--reps") a.reps = std::stoi(value());
+    else if (k == "--rep-seconds") a.rep_seconds = std::stod(value());
+    else if (k == "--json") a.json_path = value();
+    else if (k == "--list") a.list = true;
+    else usage("unknown argument " + k);
+  }
+  if (a.reps < 1 || !(a.rep_seconds > 0)) usage("--reps and --rep-seconds must be positive");
+  if (!a.model.empty() && !registry().count(a.model)) usage("no zoo model named '" + a.model + "'");
+  return a;
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double max_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+/// One variant of a model (eager or compiled): its module, optimizer, step.
+struct Variant {
+  std::shared_ptr<nn::Module> model;
+  std::shared_ptr<CompiledModule> compiled;  ///< null for eager
+  std::unique_ptr<optim::AdamW> opt;
+  std::vector<double> ms_per_step;  ///< one per repetition
+  int64_t peak_step_bytes = 0;      ///< the largest over repetitions
+
+  Variant(const ModelSpec &spec, bool compile) {
+    manual_seed(0);
+    model = spec.make_model();
+    if (compile) model = compiled = kiln::compile(model);
+    opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions(spec.lr));
+  }
+  double step(const ModelSpec &spec, const Batch &batch) {
+    opt->zero_grad();
+    Tensor loss = spec.loss(model->forward(batch.input), batch.target);
+    loss.backward();
+    opt->step();
+    return loss.item();
+  }
+  /// Runs `steps` steps; records ms per step and the allocator's peak above
+  /// the bytes held before them.
+  void timed(const ModelSpec &spec, const Batch &batch, int steps) {
+    auto &alloc = runtime::cpu_allocator();
+    alloc.reset_peak_stats();
+    const int64_t base = alloc.stats().current_bytes;
+    const auto start = Clock::now();
+    for (int i = 0; i < steps; ++i) step(spec, batch);
+    ms_per_step.push_back(1e3 * seconds_since(start) / steps);
+    peak_step_bytes = std::max(peak_step_bytes, alloc.stats().peak_bytes - base);
+  }
+};
+
+json graph_report(const CompiledModule &compiled) {
+  const CompileStats &s = compiled.stats();
+  json breaks = json::array();
+  for (const std::string &op : compiled.graph_breaks()) breaks.push_back(op);
+  // A module without breaks compiles one artifact per guard key; one with
+  // breaks compiles a segment per piece between them.
+  const int graphs = s.graph_break_segments > 0 ? s.graph_break_segments : s.compiles;
+  return {{"graphs", graphs},       {"graph_breaks", breaks.size()}, {"graph_break_ops", breaks},
+          {"fused_kernels", s.num_fusions}, {"eager_fallbacks", s.eager_fallbacks}};
+}
+
+/// The measurements of one model (harness.h).
+json measure(const ModelSpec &spec, const Args &args) {
+  Variant eager(spec, false), compiled(spec, true);
+  manual_seed(1);
+  const Batch batch = spec.make_batch();
+  int64_t parameters = 0;
+  for (const Tensor &p : eager.model->parameters()) parameters += p.numel();
+  json out = {{"description", spec.description}, {"parameters", parameters}};
+
+  out["loss_eager"] = eager.step(spec, batch);
+  auto start = Clock::now();
+  try {
+    out["loss_compiled"] = compiled.step(spec, batch);
+  } catch (const Error &e) {
+    out["compile_error"] = e.what();
+    std::fprintf(stderr, "kiln-zoo: %s: kiln::compile failed: %s\n", spec.name.c_str(), e.what());
+    return out;
+  }
+  const double first_compiled = seconds_since(start);
+  compiled.step(spec, batch);
+  start = Clock::now();
+  eager.step(spec, batch);  // a warm eager step sizes the repetitions
+  const double warm_eager = seconds_since(start);
+  const int steps = std::clamp(static_cast<int>(args.rep_seconds / std::max(warm_eager, 1e-6)), 2, 500);
+  for (int rep = 0; rep < args.reps; ++rep) {  // interleaved: eager, compiled, eager, ...
+    eager.timed(spec, batch, steps);
+    compiled.timed(spec, batch, steps);
+  }
+  const double compiled_ms = median(compiled.ms_per_step);
+  out["steps_per_rep"] = steps;
+  out["reps"] = args.reps;
+  out["eager_ms"] = median(eager.ms_per_step);
+  out["compiled_ms"] = compiled_ms;
+  out["eager_ms_reps"] = eager.ms_per_step;
+  out["compiled_ms_reps"] = compiled.ms_per_step;
+  out["compile_seconds"] = std::max(0.0, first_compiled - compiled_ms / 1e3);
+  out["eager_peak_step_bytes"] = eager.peak_step_bytes;
+  out["compiled_peak_step_bytes"] = compiled.peak_step_bytes;
+  out.update(graph_report(*compiled.compiled));
+  return out;
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+json context_report() {
+  const char *threads = std::getenv("OMP_NUM_THREADS");
+  const char *cache = std::getenv("KILN_CACHE_DIR");
+  return {{"omp_num_threads", threads ? threads : "(unset)"},
+          {"kiln_cache_dir", cache ? cache : "(default)"},
+          {"load_average_start", load_average()}};
+}
+
+}  // namespace
+
+Tensor classification_loss(const Tensor &output, const Tensor &target) {
+  return nn::functional::cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}),
+                                       nn::functional::Reduction::Mean, /*ignore_index=*/-100);
+}
+
+Tensor random_labels(const Shape &shape, int64_t classes) {
+  std::vector<float> u = rand(shape).to_vector<float>();
+  std::vector<int64_t> labels(u.size());
+  for (size_t i = 0; i < u.size(); ++i)
+    labels[i] = std::min<int64_t>(classes - 1, static_cast<int64_t>(u[i] * static_cast<float>(classes)));
+  return tensor(labels, shape);
+}
+
+bool register_model(ModelSpec spec) {
+  KILN_CHECK(!spec.name.empty(), "kiln::zoo::register_model: the model needs a name");
+  KILN_CHECK(!registry().count(spec.name), "kiln::zoo::register_model: a model named '", spec.name,
+             "' is registered already");
+  const std::string name = spec.name;
+  registry().emplace(name, std::move(spec));
+  return true;
+}
+
+int zoo_main(int argc, char **argv) {
+  const Args args = parse(argc, argv);
+  if (args.list) {
+    for (const auto &[name, spec] : registry()) std::printf("%-8s %s\n", name.c_str(), spec.description.c_str());
+    return 0;
+  }
+  json report = {{"context", context_report()}, {"models", json::object()}};
+  try {
+    for (const auto &[name, spec] : registry()) {
+      if (!args.model.empty() && name != args.model) continue;
+      std::fprintf(stderr, "kiln-zoo: %s ...\n", name.c_str());
+      report["models"][name] = measure(spec, args);
+    }
+  } catch (const Error &e) {
+    std::fprintf(stderr, "kiln-zoo: error: %s\n", e.what());
+    return 1;
+  }
+  report["context"]["load_average_end"] = load_average();
+  report["context"]["max_rss_mb"] = max_rss_mb();
+  const std::string text = report.dump(2) + "\n";
+  if (args.json_path.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::ofstream(args.json_path) << text;
+  }
+  return 0;
+}
+
+}  // namespace kiln::zoo
+
+int main(int argc, char **argv) { return kiln::zoo::zoo_main(argc, argv); }
