@@ -100,6 +100,37 @@ void expect_training_matches(bool batch_norm, int steps, double rtol) {
 
 TEST(CompileConv, CnnTrainsLikeEagerWithoutGraphBreaks) { expect_training_matches(/*batch_norm=*/false, 20, 1e-4); }
 
+// batch_norm in training mode: its running statistics (buffers updated in
+// place under no_grad) are functionalized (trace::mutate): after 20
+// compiled steps running_mean, running_var and num_batches_tracked equal
+// eager's, and nothing breaks the graph.
+TEST(CompileConv, CnnWithBatchNormTrainsLikeEagerWithoutGraphBreaks) {
+  expect_training_matches(/*batch_norm=*/true, 20, 1e-4);
+}
+
+// Eval mode reads the running statistics the compiled training wrote.
+TEST(CompileConv, BatchNormEvalAfterCompiledTraining) {
+  auto eager = std::make_shared<SmallCnn>(true);
+  auto inner = std::make_shared<SmallCnn>(true);
+  copy_parameters(*eager, *inner);
+  auto compiled = compile(inner);
+  for (int step = 0; step < 3; ++step) {
+    manual_seed(50 + step);
+    Tensor x = randn({4, 3, 8, 8}) * 2.0 + 0.5;
+    NoGradGuard no_grad;
+    eager->forward(x);
+    compiled->forward(x);
+  }
+  eager->eval();
+  compiled->eval();
+  manual_seed(60);
+  Tensor x = randn({4, 3, 8, 8});
+  NoGradGuard no_grad;
+  expect_close(compiled->forward(x), eager->forward(x), 1e-4, 1e-6, "eval output");
+  EXPECT_TRUE(compiled->graph_breaks().empty());
+  EXPECT_EQ(inner->bn1->num_batches_tracked.item(), 3.0);
+}
+
 TEST(CompileConv, ForwardAndInputGradientMatchEager) {
   auto eager = std::make_shared<SmallCnn>(false);
   auto inner = std::make_shared<SmallCnn>(false);

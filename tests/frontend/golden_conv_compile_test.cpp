@@ -1,8 +1,9 @@
-// The golden conv2d / pooling cases of golden_conv_test.cpp
+// The golden conv2d / pooling / batch_norm cases of golden_conv_test.cpp
 // (tests/golden/conv/gen_conv.py, PyTorch values) through kiln::compile:
 // the op wrapped in a module (x the compiled input, the other tensors
 // captured), outputs and every input gradient against PyTorch, and no graph
-// break.
+// break. batch_norm's running statistics are buffer mutations the compiled
+// call writes back.
 #include <functional>
 #include <memory>
 
@@ -74,6 +75,17 @@ TEST(GoldenConvCompiled, AvgPool2d) {
   run_compiled("avg_pool2d_", [](const Case &c, TensorMap &, const Tensor &x) {
     return F::avg_pool2d(x, pair_attr(c, "kernel_size"), pair_attr(c, "stride"), pair_attr(c, "padding"));
   });
+}
+
+TEST(GoldenConvCompiled, BatchNormOutputAndRunningStats) {
+  run_compiled(
+      "batch_norm_",
+      [](const Case &c, TensorMap &in, const Tensor &x) {
+        return F::batch_norm(x, in["running_mean"], in["running_var"], in["weight"], in["bias"],
+                             c.attrs.at("training").get<bool>(), c.attrs.at("momentum").get<double>(),
+                             c.attrs.at("eps").get<double>());
+      },
+      [](TensorMap &in) { return std::vector<Tensor>{in["running_mean"], in["running_var"]}; });
 }
 
 } // namespace

@@ -92,12 +92,24 @@ std::shared_ptr<CompiledModule::Artifact> trace_module(nn::Module &module, const
   default_generator() = generator_before;
   artifact->traced = tracer.finish({output}, grads);
   artifact->captured = tracer.captured();
+  artifact->mutated = tracer.mutated();
   artifact->random_draws = tracer.random_draws();
   const size_t first_random = 1 + artifact->captured.size();
   for (size_t i = 0; i < artifact->random_draws.size(); ++i)
     artifact->random_shapes.push_back(artifact->traced.values[artifact->traced.inputs[first_random + i]].shape);
   artifact->output_types = {output.dtype()};
   return artifact;
+}
+
+void write_back_mutations(const CompiledModule::Artifact &artifact, const std::vector<runtime::TensorView> &results,
+                          std::vector<runtime::TensorView> *backward_primals) {
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < artifact.mutated.size(); ++k) {
+    const int index = artifact.mutated[k];
+    Tensor target = artifact.captured[index];
+    if (backward_primals) (*backward_primals)[1 + index] = to_view(target.clone());
+    target.copy_(from_view(results[1 + k]));
+  }
 }
 
 codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,

@@ -223,7 +223,10 @@ Tensor CompiledModule::forward(const Tensor &input) {
     TensorList grad_targets;
     for (int pos : artifact->grad_inputs) grad_targets.push_back(pos == 0 ? input : artifact->captured[pos - 1]);
     autograd::set_history({output}, node, grad_targets);
+    write_back_mutations(*artifact, results, &node->primals);
+    return output;
   }
+  write_back_mutations(*artifact, results, nullptr);
   return output;
 }
 
