@@ -147,5 +147,36 @@ TEST(CompileConv, ForwardAndInputGradientMatchEager) {
   EXPECT_TRUE(compiled->graph_breaks().empty());
 }
 
+// Under bfloat16 autocast conv2d is a lower-precision op (its inputs are
+// rounded to bfloat16) and the pools keep their input dtype, as PyTorch's
+// autocast lists: the compiled CNN (BN included) rounds where eager does.
+TEST(CompileConv, AutocastBf16MatchesEagerAutocast) {
+  auto eager = std::make_shared<SmallCnn>(true);
+  auto inner = std::make_shared<SmallCnn>(true);
+  copy_parameters(*eager, *inner);
+  auto compiled = compile(inner);
+  for (int call = 0; call < 2; ++call) {  // the trace call and a cached call
+    SCOPED_TRACE("call " + std::to_string(call));
+    manual_seed(70 + call);
+    Tensor x = randn({2, 3, 8, 8});
+    Tensor ye, yc;
+    {
+      AutocastGuard autocast(kBFloat16);
+      ye = eager->forward(x);
+      yc = compiled->forward(x);
+    }
+    ASSERT_EQ(yc.dtype(), ye.dtype());
+    expect_close(yc.to(kFloat32), ye.to(kFloat32), 2e-2, 2e-2, "output");
+    (ye.to(kFloat32) * ye.to(kFloat32)).sum().backward();
+    (yc.to(kFloat32) * yc.to(kFloat32)).sum().backward();
+    expect_grads_close(*eager, *compiled, 5e-2, 5e-2);
+    EXPECT_TRUE(compiled->graph_breaks().empty());
+    eager->zero_grad();
+    compiled->zero_grad();
+  }
+  EXPECT_EQ(compiled->stats().compiles, 1);
+  EXPECT_EQ(compiled->stats().eager_fallbacks, 0);
+}
+
 } // namespace
 } // namespace kiln
