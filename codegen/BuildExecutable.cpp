@@ -5,6 +5,7 @@
 #include "KernelAbi.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -141,6 +142,9 @@ private:
             return failure();
           return record(matmul.getResult(), builder.addGemm(*a, *b), op);
         })
+        .Case<ir::Conv2dOp, ir::Conv2dInputGradOp, ir::Conv2dWeightGradOp>([&](auto conv) { return addConv(conv); })
+        .Case<ir::MaxPool2dOp, ir::MaxPool2dIndicesOp, ir::MaxPool2dBackwardOp, ir::MaxPool2dGatherOp>(
+            [&](auto pool) { return addMaxPool(pool); })
         .Case([&](ir::TransposeOp t) -> LogicalResult {
           auto in = slotOf(t.getInput(), op);
           if (failed(in))
@@ -174,6 +178,51 @@ private:
           return success();
         })
         .Default([&](Operation *) { return fail(op, "not supported outside a kiln.fusion by the CPU backend"); });
+  }
+
+  /// A conv op: one backend convolution step (runtime/src/cpu/Conv.cpp).
+  template <class ConvOp> LogicalResult addConv(ConvOp conv) {
+    runtime::ConvOp kind = runtime::ConvOp::Forward;
+    if constexpr (std::is_same_v<ConvOp, ir::Conv2dInputGradOp>)
+      kind = runtime::ConvOp::InputGrad;
+    if constexpr (std::is_same_v<ConvOp, ir::Conv2dWeightGradOp>)
+      kind = runtime::ConvOp::WeightGrad;
+    runtime::Conv2dParams p;
+    ArrayRef<int64_t> stride = conv.getStride(), padding = conv.getPadding(), dilation = conv.getDilation();
+    p.stride = {stride[0], stride[1]};
+    p.padding = {padding[0], padding[1]};
+    p.dilation = {dilation[0], dilation[1]};
+    p.groups = conv.getGroups();
+    auto a = slotOf(conv.getLhs(), conv), b = slotOf(conv.getRhs(), conv);
+    auto type = slotType(conv.getType(), conv);
+    if (failed(a) || failed(b) || failed(type))
+      return failure();
+    return record(conv.getResult(), builder.addConv(kind, p, *a, *b, *type), conv);
+  }
+
+  /// A max pool op: one backend pooling step (runtime/src/cpu/Pool.cpp); the
+  /// backward and gather ops need no window attributes (the indices say where).
+  template <class PoolOp> LogicalResult addMaxPool(PoolOp pool) {
+    runtime::Pool2dParams p;
+    runtime::MaxPoolOp kind = runtime::MaxPoolOp::Forward;
+    int indices = -1;
+    if constexpr (std::is_same_v<PoolOp, ir::MaxPool2dOp> || std::is_same_v<PoolOp, ir::MaxPool2dIndicesOp>) {
+      ArrayRef<int64_t> k = pool.getKernel(), stride = pool.getStride(), padding = pool.getPadding();
+      p.kernel = {k[0], k[1]};
+      p.stride = {stride[0], stride[1]};
+      p.padding = {padding[0], padding[1]};
+    } else {
+      kind = std::is_same_v<PoolOp, ir::MaxPool2dBackwardOp> ? runtime::MaxPoolOp::Backward : runtime::MaxPoolOp::Gather;
+      auto slot = slotOf(pool.getIndices(), pool);
+      if (failed(slot))
+        return failure();
+      indices = *slot;
+    }
+    auto a = slotOf(pool->getOperand(0), pool);
+    auto type = slotType(pool.getType(), pool);
+    if (failed(a) || failed(type))
+      return failure();
+    return record(pool.getResult(), builder.addMaxPool(kind, p, *a, indices, *type), pool);
   }
 
   LogicalResult addFusion(ir::FusionOp fusion) {

@@ -18,7 +18,8 @@
 namespace kiln::codegen {
 
 /// Builds the launch list of `func` (after the pipeline: only kiln.fusion,
-/// kiln.matmul, kiln.transpose/broadcast/reshape, func.return) for `device`:
+/// kiln.matmul, the conv and max pool ops, kiln.transpose/broadcast/reshape,
+/// func.return) for `device`:
 /// the executable allocates from that device's backend and launches there.
 /// Kernels come from `library`, which the executable keeps alive. Null and
 /// `*error` for an op it cannot run.

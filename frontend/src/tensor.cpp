@@ -267,14 +267,25 @@ std::ostream &operator<<(std::ostream &os, const Tensor &t) { return os << t.str
 // ---- in-place updates (no autograd: refuse tensors that need grad) -------------
 
 /// In-place updates are graph breaks (the caller holds the returned scope
-/// for the whole update, so it runs eagerly on real values).
+/// for the whole update, so it runs eagerly on real values), except updates
+/// of captured state under a whole-graph trace (trace::functionalizes: a
+/// module buffer), which the op records with record_functional instead.
 static std::unique_ptr<trace::GraphBreak> check_inplace(const Tensor &t, const char *op) {
   KILN_CHECK(!(autograd::GradMode::is_enabled() && t.requires_grad()), op,
              ": in-place update of a tensor that requires grad; wrap it in kiln::NoGradGuard "
              "(as optimizers do) or use the out-of-place op");
-  auto graph_break = std::make_unique<trace::GraphBreak>(op);
+  std::unique_ptr<trace::GraphBreak> graph_break;
+  if (!trace::functionalizes(t)) graph_break = std::make_unique<trace::GraphBreak>(op);
   t.bump_version();
   return graph_break;
+}
+
+/// Under a functionalizing trace: records t's new value `value()` (its
+/// out-of-place form, computed before the real update, in t's dtype).
+template <class F> static void record_functional(const Tensor &t, F &&value) {
+  if (!trace::functionalizes(t)) return;
+  NoGradGuard no_grad;
+  trace::mutate(t, value().to(t.dtype()));
 }
 
 /// Applies f(double current, double other) -> double elementwise in place.
@@ -336,6 +347,7 @@ Tensor &Tensor::zero_() { return fill_(0.0); }
 
 Tensor &Tensor::fill_(double value) {
   auto graph_break = check_inplace(*this, "fill_");
+  record_functional(*this, [&] { return full(sizes(), value, dtype(), device()); });
   inplace_stub("fill_", device().type, Inplace::Fill, *this, nullptr, value);
   return *this;
 }
@@ -351,6 +363,7 @@ Tensor &Tensor::copy_(const Tensor &src) {
     NoGradGuard no_grad;
     here = src.to(device());
   }
+  record_functional(*this, [&] { return here.expand(sizes()); });
   inplace_stub("copy_", device().type, Inplace::Copy, *this, &here, 0.0);
   return *this;
 }
@@ -363,12 +376,14 @@ Tensor &Tensor::add_(const Tensor &other, double alpha) {
   KILN_CHECK(d == device(), "add_: expected all tensors on the same device, got ", device().str(), " and ",
              other.device().str());
   const Tensor o = dispatch::move_scalar(other, d);
+  record_functional(*this, [&] { return alpha == 1.0 ? *this + o : *this + o * alpha; });
   inplace_stub("add_", d.type, Inplace::Add, *this, &o, alpha);
   return *this;
 }
 
 Tensor &Tensor::mul_(double value) {
   auto graph_break = check_inplace(*this, "mul_");
+  record_functional(*this, [&] { return *this * value; });
   inplace_stub("mul_", device().type, Inplace::Mul, *this, nullptr, value);
   return *this;
 }

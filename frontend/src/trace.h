@@ -63,6 +63,20 @@ bool in_float32_scope();
 /// Records `out = kind(inputs...)`.
 void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &out,
             const Attrs &attrs = {});
+/// In-place updates of captured state (buffer mutation, functionalized as
+/// torch.compile's AOTAutograd does): under a whole-graph trace, an update
+/// of a tensor the trace captures (a module buffer such as BatchNorm's
+/// running_mean, updated under no_grad; not a user input, not a value the
+/// trace computed, not one that requires grad) is no graph break. The
+/// in-place op records its out-of-place form and calls mutate(target,
+/// value): later reads of `target` in the trace see `value`, the graph gets
+/// the final value as an extra forward output, and every compiled call
+/// writes it into the tensor (CompiledModule::forward). The real update made
+/// while tracing is undone when the trace ends, so it happens once per call.
+/// True when an in-place update of `target` is recorded this way.
+bool functionalizes(const Tensor &target);
+/// `target` now holds `value` (see functionalizes; the caller checked it).
+void mutate(const Tensor &target, const Tensor &value);
 /// Records that `dst` holds the same value as `src` (detach, contiguous, clone).
 void alias(const Tensor &src, const Tensor &dst);
 /// Records that `dst` is `src` detached: the same value, through which no

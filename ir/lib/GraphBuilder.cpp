@@ -33,6 +33,8 @@ private:
   bool tensorType(int value, mlir::RankedTensorType *out);
   bool lookup(int nodeIndex, int value, mlir::Value *out);
   bool emitNode(int nodeIndex, const Node &node);
+  bool emitConvOrPool(const std::string &where, const Node &node, mlir::Location loc,
+                      mlir::RankedTensorType resultType, llvm::ArrayRef<mlir::Value> operands, mlir::Value *result);
   mlir::Location nodeLoc(int nodeIndex, const Node &node);
 
   mlir::MLIRContext &context_;
@@ -125,6 +127,44 @@ static ComparePredicate toComparePredicate(Predicate predicate) {
   return ComparePredicate::eq;
 }
 
+/// The attributes of a conv / max pool node from Node::ints (Ops.def:
+/// conv [stride 2, padding 2, dilation 2, groups], pool [kernel 2, stride
+/// 2, padding 2]) and its op.
+bool GraphBuilder::emitConvOrPool(const std::string &where, const Node &node, mlir::Location loc,
+                                  mlir::RankedTensorType resultType, llvm::ArrayRef<mlir::Value> operands,
+                                  mlir::Value *result) {
+  const bool conv = node.kind == OpKind::Conv2d || node.kind == OpKind::Conv2dInputGrad ||
+                    node.kind == OpKind::Conv2dWeightGrad;
+  const size_t expected = conv ? 7 : 6;
+  if (node.ints.size() != expected)
+    return fail(where + ": expected " + llvm::Twine(expected) + " ints (" +
+                (conv ? "stride, padding, dilation, groups" : "kernel, stride, padding") + "), got " +
+                llvm::Twine(node.ints.size()));
+  llvm::ArrayRef<int64_t> ints(node.ints);
+  auto pair = [&](size_t at) { return builder_.getDenseI64ArrayAttr(ints.slice(at, 2)); };
+  auto make = [&](auto tag, llvm::ArrayRef<mlir::NamedAttribute> attrs) {
+    using OpT = decltype(tag);
+    return builder_.create<OpT>(loc, mlir::TypeRange(resultType), operands, attrs)->getResult(0);
+  };
+  if (conv) {
+    llvm::SmallVector<mlir::NamedAttribute> attrs{
+        builder_.getNamedAttr("stride", pair(0)), builder_.getNamedAttr("padding", pair(2)),
+        builder_.getNamedAttr("dilation", pair(4)), builder_.getNamedAttr("groups", builder_.getI64IntegerAttr(ints[6]))};
+    if (node.kind == OpKind::Conv2d)
+      *result = make(Conv2dOp(), attrs);
+    else if (node.kind == OpKind::Conv2dInputGrad)
+      *result = make(Conv2dInputGradOp(), attrs);
+    else
+      *result = make(Conv2dWeightGradOp(), attrs);
+    return true;
+  }
+  llvm::SmallVector<mlir::NamedAttribute> attrs{builder_.getNamedAttr("kernel", pair(0)),
+                                                builder_.getNamedAttr("stride", pair(2)),
+                                                builder_.getNamedAttr("padding", pair(4))};
+  *result = node.kind == OpKind::MaxPool2d ? make(MaxPool2dOp(), attrs) : make(MaxPool2dIndicesOp(), attrs);
+  return true;
+}
+
 bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
   std::string where = "node #" + std::to_string(nodeIndex) + " (" + toString(node.kind) + ")";
   if (node.operands.size() != expectedOperandCount(node.kind))
@@ -199,6 +239,14 @@ bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
       result = builder_.create<ReshapeOp>(loc, resultType, result);
     break;
   }
+  case OpKind::Conv2d:
+  case OpKind::Conv2dInputGrad:
+  case OpKind::Conv2dWeightGrad:
+  case OpKind::MaxPool2d:
+  case OpKind::MaxPool2dIndices:
+    if (!emitConvOrPool(where, node, loc, resultType, operands, &result))
+      return false;
+    break;
   }
   if (!result)
     return fail(where + ": unsupported op kind");

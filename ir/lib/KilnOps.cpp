@@ -59,6 +59,11 @@ bool isFusibleOp(mlir::Operation *op) {
 
 bool isLayoutOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Layout; }
 
+bool isExternOp(mlir::Operation *op) {
+  std::optional<OpCategory> category = categoryOf(op);
+  return category == OpCategory::Contraction || category == OpCategory::Extern;
+}
+
 bool isElementwiseFusion(mlir::Operation *op) {
   auto fusion = mlir::dyn_cast<FusionOp>(op);
   if (!fusion)

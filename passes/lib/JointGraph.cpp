@@ -114,6 +114,23 @@ static ir::FlopModel flopModelOf(mlir::Operation *op) {
   return ir::FlopModel::Free;
 }
 
+/// 2 * N * Cout * Hout * Wout * (Cin / groups) * kH * kW of a conv op (the
+/// forward's count for all three, as torch.utils.flop_counter's
+/// conv_backward_flop): the output-shaped tensor is the forward's result,
+/// the input gradient's operand 0, the weight gradient's operand 1; the
+/// weight-shaped one is operand 1, or the weight gradient's result.
+static int64_t convFlops(mlir::Operation *op) {
+  mlir::Value output = op->getResult(0), weight = op->getOperand(1);
+  if (mlir::isa<ir::Conv2dInputGradOp>(op))
+    output = op->getOperand(0);
+  if (mlir::isa<ir::Conv2dWeightGradOp>(op)) {
+    output = op->getOperand(1);
+    weight = op->getResult(0);
+  }
+  auto w = mlir::cast<mlir::RankedTensorType>(weight.getType()).getShape();
+  return 2 * numElements(output) * w[1] * w[2] * w[3];
+}
+
 int64_t opFlops(mlir::Operation *op) {
   switch (flopModelOf(op)) {
   case ir::FlopModel::Matmul: {
@@ -121,6 +138,8 @@ int64_t opFlops(mlir::Operation *op) {
     int64_t k = lhs.getShape().back();
     return 2 * numElements(op->getResult(0)) * k;
   }
+  case ir::FlopModel::Conv:
+    return convFlops(op);
   case ir::FlopModel::Operand:
     return numElements(op->getOperand(0));
   case ir::FlopModel::Result:

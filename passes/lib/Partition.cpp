@@ -152,9 +152,9 @@ struct RecomputeCloner {
     auto found = clonedAt.find(producer);
     if (found == clonedAt.end())
       return true;
-    // Matmul results are held: recomputing one costs a GEMM, the cheap
-    // (elementwise, reduction, view) ops cost a pass over memory.
-    if (farOps < 0 || emitted - found->second <= farOps || mlir::isa<ir::MatmulOp>(producer))
+    // Matmul and conv results are held: recomputing one costs a library
+    // launch, the cheap (elementwise, reduction, view) ops cost a pass over memory.
+    if (farOps < 0 || emitted - found->second <= farOps || ir::isExternOp(producer))
       return false;
     int64_t bytes = 0;
     for (mlir::Value v : producer->getResults())

@@ -82,8 +82,14 @@ static int64_t flopsPerKernelByte(double flopsPerSecond, double bytesPerSecond) 
   return std::max<int64_t>(1, std::llround(flopsPerSecond / bytesPerSecond));
 }
 
+/// GEMM and convolution ops (FLOP models Matmul and Conv): their FLOPs
+/// count as they are; every other op's (pools included) are weighted.
+static bool isGemmLike(mlir::Operation *op) {
+  return mlir::isa<ir::MatmulOp, ir::Conv2dOp, ir::Conv2dInputGradOp, ir::Conv2dWeightGradOp>(op);
+}
+
 static int64_t weightedFlops(mlir::Operation *op, int64_t pointwiseWeight = kPointwiseFlopWeight) {
-  return mlir::isa<ir::MatmulOp>(op) ? opFlops(op) : opFlops(op) * pointwiseWeight;
+  return isGemmLike(op) ? opFlops(op) : opFlops(op) * pointwiseWeight;
 }
 
 /// Dinic's max-flow (Dinic 1970) on a small directed graph with int64
@@ -515,9 +521,9 @@ Estimate Rematerializer::replayCut(const Cut &cut) const {
   int64_t time = 0;
   for (mlir::func::FuncOp func : {forward, backward})
     for (mlir::Operation &op : func.getBody().front()) {
-      if (mlir::isa<ir::MatmulOp>(op)) {
+      if (isGemmLike(&op)) {
         time += opFlops(&op);
-      } else if (mlir::isa<ir::FusionOp>(op)) {
+      } else if (mlir::isa<ir::FusionOp>(op) || ir::isExternOp(&op)) { // kernels and pools: bytes moved
         for (mlir::Value value : op.getOperands())
           time += flopsPerKernelByte_ * valueBytes(value);
         for (mlir::Value value : op.getResults())

@@ -35,6 +35,10 @@ const char *detail::kind_name(LaunchKind k) {
     return "reshape";
   case LaunchKind::Copy:
     return "copy";
+  case LaunchKind::Conv:
+    return "conv";
+  case LaunchKind::MaxPool:
+    return "max_pool";
   }
   return "?";
 }
@@ -262,6 +266,76 @@ int LaunchExecutable::Builder::addGemm(int a, int b) {
   launch->operands = {a, b};
   exe_->launches_.push_back(launch);
   return addProduced(std::move(tc), launch);
+}
+
+namespace {
+
+bool is_float(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16 || t == DType::Float16;
+}
+
+/// The output size of one spatial axis of a convolution or pool.
+int64_t window_count(int64_t in, int64_t k, int64_t stride, int64_t padding, int64_t dilation) {
+  return (in + 2 * padding - dilation * (k - 1) - 1) / stride + 1;
+}
+
+} // namespace
+
+int LaunchExecutable::Builder::addConv(ConvOp op, const Conv2dParams &p, int a, int b, SlotType result) {
+  if (!checkSlot(a, "conv2d") || !checkSlot(b, "conv2d"))
+    return -1;
+  const SlotType &ta = type(a), &tb = type(b);
+  // x [N, C, H, W], w [O, C/groups, kH, kW], y [N, O, OH, OW], by op.
+  const SlotType *x = &ta, *w = &tb, *y = &result;
+  if (op == ConvOp::InputGrad)
+    x = &result, y = &ta;
+  if (op == ConvOp::WeightGrad)
+    w = &result, y = &tb;
+  bool ok = is_float(ta.dtype) && tb.dtype == ta.dtype && result.dtype == ta.dtype && x->sizes.size() == 4 &&
+            w->sizes.size() == 4 && y->sizes.size() == 4 && p.groups >= 1;
+  ok = ok && w->sizes[1] * p.groups == x->sizes[1] && y->sizes[0] == x->sizes[0] && y->sizes[1] == w->sizes[0];
+  for (int axis = 0; ok && axis < 2; ++axis)
+    ok = y->sizes[2 + axis] == window_count(x->sizes[2 + axis], w->sizes[2 + axis], p.stride[axis],
+                                            p.padding[axis], p.dilation[axis]);
+  if (!ok) {
+    fail("conv2d: inconsistent input " + slot_type_str(*x) + ", weight " + slot_type_str(*w) + ", output " +
+         slot_type_str(*y) + " (groups " + std::to_string(p.groups) + ")");
+    return -1;
+  }
+  auto launch = std::make_shared<Launch>();
+  launch->kind = LaunchKind::Conv;
+  launch->name = op == ConvOp::Forward ? "conv2d" : op == ConvOp::InputGrad ? "conv2d_input_grad" : "conv2d_weight_grad";
+  launch->operands = {a, b};
+  launch->conv_op = op;
+  launch->conv = p;
+  exe_->launches_.push_back(launch);
+  return addProduced(std::move(result), launch);
+}
+
+int LaunchExecutable::Builder::addMaxPool(MaxPoolOp op, const Pool2dParams &p, int a, int indices, SlotType result) {
+  if (!checkSlot(a, "max_pool2d") || (op != MaxPoolOp::Forward && !checkSlot(indices, "max_pool2d")))
+    return -1;
+  const SlotType &ta = type(a);
+  const bool float_data = ta.dtype == DType::Float32 || ta.dtype == DType::Float64;
+  const bool result_ok = op == MaxPoolOp::Forward ? (result.dtype == ta.dtype || result.dtype == DType::Int64)
+                                                  : result.dtype == ta.dtype;
+  const bool indices_ok = op == MaxPoolOp::Forward || type(indices).dtype == DType::Int64;
+  if (!float_data || !result_ok || !indices_ok || ta.sizes.size() != 4 || result.sizes.size() != 4) {
+    fail("max_pool2d: expected a float32/float64 [N, C, H, W] operand, int64 indices and a rank-4 result, got " +
+         slot_type_str(ta) + " -> " + slot_type_str(result));
+    return -1;
+  }
+  auto launch = std::make_shared<Launch>();
+  launch->kind = LaunchKind::MaxPool;
+  launch->name = op == MaxPoolOp::Forward ? "max_pool2d" : op == MaxPoolOp::Backward ? "max_pool2d_backward"
+                                                                                      : "max_pool2d_gather";
+  launch->operands = {a};
+  if (op != MaxPoolOp::Forward)
+    launch->operands.push_back(indices);
+  launch->pool_op = op;
+  launch->pool = p;
+  exe_->launches_.push_back(launch);
+  return addProduced(std::move(result), launch);
 }
 
 int LaunchExecutable::Builder::addTranspose(int base, std::vector<int64_t> perm) {
@@ -516,6 +590,8 @@ int LaunchExecutable::num_launches() const {
     case LaunchKind::Kernel:
     case LaunchKind::Gemm:
     case LaunchKind::Copy:
+    case LaunchKind::Conv:
+    case LaunchKind::MaxPool:
       ++n;
       break;
     case LaunchKind::Reshape:

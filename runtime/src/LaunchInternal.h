@@ -18,6 +18,10 @@ struct LaunchExecutable::Launch {
   std::vector<int> results;
   std::vector<int64_t> attr;     ///< permutation (Transpose) or target sizes
   std::vector<InPlace> in_place; ///< Kernel only: results that may overwrite an operand (addKernel)
+  ConvOp conv_op = ConvOp::Forward;      ///< Conv only
+  Conv2dParams conv;                     ///< Conv only
+  MaxPoolOp pool_op = MaxPoolOp::Forward; ///< MaxPool only
+  Pool2dParams pool;                     ///< MaxPool only
 };
 
 namespace detail {

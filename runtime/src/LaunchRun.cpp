@@ -157,6 +157,23 @@ void LaunchExecutable::runKernel(const Launch &l, RunState &state) const {
   state.backend.launch(l.kernel, args, state.stream);
 }
 
+/// A convolution or max pooling primitive on the device's backend.
+void LaunchExecutable::runExtern(const Launch &l, RunState &state) const {
+  TensorView &out = materialize(state, l.results[0]);
+  const TensorView &a = state.values[l.operands[0]];
+  if (l.kind == LaunchKind::Conv) {
+    state.backend.conv2d(l.conv_op, l.conv, a, state.values[l.operands[1]], out, state.stream);
+    return;
+  }
+  const TensorView none;
+  if (l.pool_op == MaxPoolOp::Forward) {
+    const bool indices = out.dtype == DType::Int64;
+    state.backend.max_pool2d(l.pool_op, l.pool, a, indices ? out : none, indices ? none : out, state.stream);
+    return;
+  }
+  state.backend.max_pool2d(l.pool_op, l.pool, a, state.values[l.operands[1]], out, state.stream);
+}
+
 /// Transpose and broadcast: a new view of the base's memory.
 void LaunchExecutable::bindView(const Launch &l, RunState &state) const {
   const TensorView &b = state.values[l.operands[0]];
@@ -196,6 +213,10 @@ bool LaunchExecutable::runLaunch(const Launch &l, RunState &state, std::string *
       }
       break;
     }
+    case LaunchKind::Conv:
+    case LaunchKind::MaxPool:
+      runExtern(l, state);
+      break;
     case LaunchKind::Transpose:
     case LaunchKind::Broadcast:
       bindView(l, state);
@@ -287,7 +308,8 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
     const double start_us = profiling ? profiler.now_us() : 0.0;
     if (!runLaunch(l, state, error))
       return {};
-    if (profiling && (l.kind == LaunchKind::Kernel || l.kind == LaunchKind::Gemm || l.kind == LaunchKind::Copy))
+    if (profiling && (l.kind == LaunchKind::Kernel || l.kind == LaunchKind::Gemm || l.kind == LaunchKind::Copy ||
+                      l.kind == LaunchKind::Conv || l.kind == LaunchKind::MaxPool))
       profiler.record(l.kind == LaunchKind::Kernel ? l.name : kind_name(l.kind), "kernel", start_us,
                       profiler.now_us() - start_us);
     reportReady(next_ready, static_cast<int>(i), hooks);

@@ -153,3 +153,41 @@ TEST_F(CheckingBackendTest, StreamsAndEventsOfTheCpuBackend) {
   EXPECT_GE(end->elapsed_seconds(*start), 0.0);
   EXPECT_EQ(checking->default_stream(0).device(), device);
 }
+
+// Convolution and max pooling steps (Builder::addConv / addMaxPool) run on
+// the device's backend: x = 1..9 as [1, 1, 3, 3], w = ones [1, 1, 2, 2].
+TEST_F(CheckingBackendTest, ConvAndMaxPoolStepsRunOnTheBackend) {
+  LaunchExecutable::Builder b;
+  b.setDevice(device);
+  int x = b.addInput({1, 1, 3, 3}, kFloat32);
+  int w = b.addInput({1, 1, 2, 2}, kFloat32);
+  int y = b.addConv(ConvOp::Forward, Conv2dParams{}, x, w, {{1, 1, 2, 2}, kFloat32});
+  Pool2dParams pool;
+  pool.kernel = {2, 2};
+  int values = b.addMaxPool(MaxPoolOp::Forward, pool, x, -1, {{1, 1, 2, 2}, kFloat32});
+  int indices = b.addMaxPool(MaxPoolOp::Forward, pool, x, -1, {{1, 1, 2, 2}, DType::Int64});
+  int gx = b.addMaxPool(MaxPoolOp::Backward, pool, y, indices, {{1, 1, 3, 3}, kFloat32});
+  b.setOutputs({y, values, gx});
+  std::string error;
+  auto exe = b.finish(&error);
+  ASSERT_TRUE(exe) << error;
+  Allocator &alloc = checking->allocator(0);
+  auto out = exe->run({makeTensor({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}, alloc),
+                       makeTensor({1, 1, 2, 2}, {1, 1, 1, 1}, alloc)},
+                      &error);
+  ASSERT_EQ(out.size(), 3u) << error;
+  EXPECT_EQ(values_of(out[0]), (std::vector<float>{12, 16, 24, 28})); // 2x2 window sums
+  EXPECT_EQ(values_of(out[1]), (std::vector<float>{5, 6, 8, 9}));     // window maxima
+  // grad y = y scattered to the maxima's positions 4, 5, 7, 8.
+  EXPECT_EQ(values_of(out[2]), (std::vector<float>{0, 0, 0, 0, 12, 16, 0, 24, 28}));
+  EXPECT_EQ(checking->convs(), 4);
+}
+
+TEST_F(CheckingBackendTest, ConvStepWithInconsistentShapesFailsTheBuilder) {
+  LaunchExecutable::Builder b;
+  int x = b.addInput({1, 1, 3, 3}, kFloat32);
+  int w = b.addInput({1, 1, 2, 2}, kFloat32);
+  EXPECT_EQ(b.addConv(ConvOp::Forward, Conv2dParams{}, x, w, {{1, 1, 3, 3}, kFloat32}), -1);
+  EXPECT_EQ(b.error(), "conv2d: inconsistent input float32 [1, 1, 3, 3], weight float32 [1, 1, 2, 2], output "
+                       "float32 [1, 1, 3, 3] (groups 1)");
+}

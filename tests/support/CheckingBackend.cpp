@@ -132,6 +132,26 @@ void CheckingBackend::gemm(const TensorView &a, const TensorView &b, const Tenso
   cpu_->gemm(a, b, c, cpu_->default_stream(0));
 }
 
+void CheckingBackend::conv2d(runtime::ConvOp op, const runtime::Conv2dParams &p, const TensorView &a,
+                             const TensorView &b, const TensorView &out, runtime::Stream &) {
+  expect_here(a, "conv2d operand a");
+  expect_here(b, "conv2d operand b");
+  expect_here(out, "conv2d result");
+  ++convs_;
+  cpu_->conv2d(op, p, a, b, out, cpu_->default_stream(0));
+}
+
+void CheckingBackend::max_pool2d(runtime::MaxPoolOp op, const runtime::Pool2dParams &p, const TensorView &a,
+                                 const TensorView &indices, const TensorView &values, runtime::Stream &) {
+  expect_here(a, "max_pool2d operand");
+  if (indices.buffer)
+    expect_here(indices, "max_pool2d indices");
+  if (values.buffer)
+    expect_here(values, "max_pool2d values");
+  ++convs_;
+  cpu_->max_pool2d(op, p, a, indices, values, cpu_->default_stream(0));
+}
+
 int64_t CheckingBackend::allocations() const {
   int64_t n = 0;
   for (const auto &a : allocators_)
@@ -142,6 +162,7 @@ int64_t CheckingBackend::allocations() const {
 void CheckingBackend::reset_counts() {
   launches_ = 0;
   gemms_ = 0;
+  convs_ = 0;
   copies_ = 0;
 }
 

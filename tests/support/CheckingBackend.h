@@ -76,10 +76,16 @@ public:
   void launch(const runtime::KernelHandle &kernel, const runtime::KernelArgs &args, runtime::Stream &stream) override;
   void gemm(const runtime::TensorView &a, const runtime::TensorView &b, const runtime::TensorView &c,
             runtime::Stream &stream) override;
+  void conv2d(runtime::ConvOp op, const runtime::Conv2dParams &p, const runtime::TensorView &a,
+              const runtime::TensorView &b, const runtime::TensorView &out, runtime::Stream &stream) override;
+  void max_pool2d(runtime::MaxPoolOp op, const runtime::Pool2dParams &p, const runtime::TensorView &a,
+                  const runtime::TensorView &indices, const runtime::TensorView &values,
+                  runtime::Stream &stream) override;
 
   /// Counters since construction or reset_counts().
   int64_t launches() const { return launches_.load(); }
   int64_t gemms() const { return gemms_.load(); }
+  int64_t convs() const { return convs_.load(); } ///< conv2d and max_pool2d calls
   int64_t copies() const { return copies_.load(); } ///< copy, copy_async and copy_to_contiguous calls
   /// Allocations served by all of this backend's allocators (since start).
   int64_t allocations() const;
@@ -92,7 +98,7 @@ private:
   std::vector<std::unique_ptr<CheckingAllocator>> allocators_;
   std::vector<std::unique_ptr<runtime::Stream>> streams_;
   std::shared_ptr<runtime::DeviceBackend> cpu_;
-  std::atomic<int64_t> launches_{0}, gemms_{0}, copies_{0};
+  std::atomic<int64_t> launches_{0}, gemms_{0}, copies_{0}, convs_{0};
 };
 
 /// Registers a fresh CheckingBackend for PrivateUse1 (keeping the previous

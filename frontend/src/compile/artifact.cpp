@@ -132,12 +132,25 @@ std::shared_ptr<CompiledModule::Artifact> trace_call(const detail::CallSpec &cal
   default_generator() = generator_before;
   artifact->traced = tracer.finish(outputs, grads);
   artifact->captured = tracer.captured();
+  artifact->mutated = tracer.mutated();
   artifact->random_draws = tracer.random_draws();
   const size_t first_random = call.inputs.size() + artifact->captured.size();
   for (size_t i = 0; i < artifact->random_draws.size(); ++i)
     artifact->random_shapes.push_back(artifact->traced.values[artifact->traced.inputs[first_random + i]].shape);
   for (const Tensor &t : outputs) artifact->output_types.push_back(t.dtype());
   return artifact;
+}
+
+void write_back_mutations(const CompiledModule::Artifact &artifact, const std::vector<runtime::TensorView> &results,
+                          std::vector<runtime::TensorView> *backward_primals) {
+  NoGradGuard no_grad;
+  const size_t first = artifact.graph.num_forward_outputs - artifact.mutated.size();
+  for (size_t k = 0; k < artifact.mutated.size(); ++k) {
+    const int index = artifact.mutated[k];
+    Tensor target = artifact.captured[index];
+    if (backward_primals) (*backward_primals)[artifact.num_inputs + index] = to_view(target.clone());
+    target.copy_(from_view(results[first + k]));
+  }
 }
 
 codegen::CompileOptions codegen_options(const nn::Module &module, const CompileOptions &options,

@@ -58,6 +58,11 @@ struct CompiledModule::Artifact {
   std::vector<Shape> random_shapes; ///< the shape of each draw
   std::vector<int> grad_inputs;     ///< primal positions that receive gradients
   std::vector<DType> output_types;  ///< forward outputs
+  /// Captured tensors updated in place by the module (buffer mutations,
+  /// trace::mutate), as indices into `captured`: forward output
+  /// (number of call outputs + k) holds the new value of captured[mutated[k]],
+  /// written back after each call.
+  std::vector<int> mutated;
   ir::Graph traced;                 ///< the graph, kept to fit a dynamic dim on a size change
 };
 
@@ -149,6 +154,12 @@ Device compile_device(const detail::CallSpec &call, const nn::Module &module);
 /// Copies the artifact's compile time, kernel count and memory plan into
 /// `stats`.
 void record_compile(CompiledModule::Artifact &artifact, double seconds, CompileStats &stats);
+
+/// Writes the new values of the artifact's mutated captured tensors (forward
+/// outputs 1..) into them; a compiled backward that reads one as a primal
+/// (`backward_primals`, may be null) keeps a copy of its old value.
+void write_back_mutations(const CompiledModule::Artifact &artifact, const std::vector<runtime::TensorView> &results,
+                          std::vector<runtime::TensorView> *backward_primals);
 
 /// Compiles a traced artifact with static shapes.
 void compile_artifact_static(nn::Module &module, CompiledModule::Artifact &artifact, const CompileOptions &options,

@@ -268,9 +268,15 @@ std::vector<Tensor> CompiledModule::run_artifact(const std::shared_ptr<Artifact>
   profiler.record("forward " + name(), "step", start_us, profiler.now_us() - start_us);
   KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);
   const int nfo = artifact->graph.num_forward_outputs;
+  // Forward outputs: the call's outputs, then the new values of mutated
+  // buffers (written back below), then what backward saves.
+  const int num_outputs = nfo - static_cast<int>(artifact->mutated.size());
   std::vector<Tensor> outputs;
-  for (int k = 0; k < nfo; ++k) outputs.push_back(from_view(results[k]));
-  if (!artifact->graph.backward || artifact->grad_inputs.empty()) return outputs;
+  for (int k = 0; k < num_outputs; ++k) outputs.push_back(from_view(results[k]));
+  if (!artifact->graph.backward || artifact->grad_inputs.empty()) {
+    write_back_mutations(*artifact, results, nullptr);
+    return outputs;
+  }
   // One backward node for all outputs (AOTAutograd's CompiledFunction): the
   // gradient of an output nobody used is a zero tangent, and a target only
   // such outputs reach gets no gradient (reach), as in eager.
@@ -290,6 +296,7 @@ std::vector<Tensor> CompiledModule::run_artifact(const std::shared_ptr<Artifact>
   for (int pos : artifact->grad_inputs)
     grad_targets.push_back(pos < artifact->num_inputs ? call.inputs[pos] : artifact->captured[pos - artifact->num_inputs]);
   autograd::set_history(with_grad, node, grad_targets);
+  write_back_mutations(*artifact, results, &node->primals);
   return outputs;
 }
 

@@ -8,8 +8,26 @@
 #include "compile/tracer.h"
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "nn/conv_internal.h"
 
 namespace kiln::compile_detail {
+
+/// The conv and max pool nodes (attributes in Node::ints, Ops.def) with
+/// the primitives that record them (nn/conv_internal.h).
+static Tensor run_conv_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result) {
+  const std::vector<int64_t> &v = n.ints;
+  if (n.kind == ir::OpKind::MaxPool2dBackward) return nn::detail::max_pool2d_scatter(in[0], in[1], result.shape);
+  if (n.kind == ir::OpKind::MaxPool2dGather) return nn::detail::max_pool2d_gather(in[0], in[1]);
+  if (n.kind == ir::OpKind::MaxPool2d || n.kind == ir::OpKind::MaxPool2dIndices) {
+    const nn::detail::PoolParams p{{v.at(0), v.at(1)}, {v.at(2), v.at(3)}, {v.at(4), v.at(5)}};
+    return n.kind == ir::OpKind::MaxPool2d ? nn::detail::max_pool2d_values(in[0], p)
+                                           : nn::detail::max_pool2d_indices(in[0], p);
+  }
+  const nn::detail::ConvParams p{{v.at(0), v.at(1)}, {v.at(2), v.at(3)}, {v.at(4), v.at(5)}, v.at(6)};
+  if (n.kind == ir::OpKind::Conv2dInputGrad) return nn::detail::conv2d_input_grad(in[0], in[1], result.shape, p);
+  if (n.kind == ir::OpKind::Conv2dWeightGrad) return nn::detail::conv2d_weight_grad(in[0], in[1], result.shape, p);
+  return nn::detail::conv2d_forward(in[0], in[1], p);
+}
 
 /// Runs one node of a traced graph with the eager op that records it (the
 /// graph-break segments are re-traced this way, with autograd, to get their
@@ -51,6 +69,13 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
   case ir::OpKind::Reshape: return in[0].reshape(result.shape);
   case ir::OpKind::ReduceSum: return sum(in[0], n.ints, n.keepdim);
   case ir::OpKind::ReduceMax: return amax(in[0], n.ints, n.keepdim);
+  case ir::OpKind::Conv2d:
+  case ir::OpKind::Conv2dInputGrad:
+  case ir::OpKind::Conv2dWeightGrad:
+  case ir::OpKind::MaxPool2d:
+  case ir::OpKind::MaxPool2dIndices:
+  case ir::OpKind::MaxPool2dBackward:
+  case ir::OpKind::MaxPool2dGather: return run_conv_node(n, in, result);
   }
   throw Error(std::string("kiln::compile: graph-break segment: cannot replay op ") + ir::toString(n.kind));
 }

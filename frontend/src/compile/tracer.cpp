@@ -1,5 +1,7 @@
 #include "compile/tracer.h"
 
+#include <algorithm>
+
 #include "trace.h"
 #include "kiln/autograd.h"
 
@@ -154,9 +156,52 @@ void Tracer::detach(const Tensor &src, const Tensor &dst) {
   detached_.push_back(find(dst.impl()));
 }
 
+/// The index in captured_ of the tensor held by `impl`, or -1.
+static int captured_index(const std::vector<Tensor> &captured, const TensorImpl *impl) {
+  for (size_t i = 0; i < captured.size(); ++i)
+    if (captured[i].impl() == impl) return static_cast<int>(i);
+  return -1;
+}
+
+bool Tracer::functionalizes(const Tensor &target) const {
+  if (lazy_ || target.requires_grad()) return false;
+  return find(target.impl()) < 0 || captured_index(captured_, target.impl()) >= 0;
+}
+
+void Tracer::mutate(const Tensor &target, const Tensor &value) {
+  const int id = value_of(value);
+  value_of(target);  // captured (an input) if the update did not read it
+  const int index = captured_index(captured_, target.impl());
+  if (index < 0) return;  // functionalizes() said otherwise: nothing to write back
+  auto it = std::find(mutated_.begin(), mutated_.end(), index);
+  if (it == mutated_.end()) {
+    PauseTracing pause;
+    NoGradGuard no_grad;
+    mutated_.push_back(index);
+    mutation_values_.push_back(id);
+    originals_.emplace_back(target, target.clone());
+  } else {
+    mutation_values_[it - mutated_.begin()] = id;
+  }
+  ids_[target.impl()] = id;  // later reads in this trace see the new value
+  impls_[id].push_back(target.impl_ptr());
+}
+
+Tracer::~Tracer() {
+  PauseTracing pause;
+  NoGradGuard no_grad;
+  for (auto &[target, original] : originals_) {
+    auto &version = target.impl()->storage->version;
+    const uint64_t before = version.load();
+    Tensor(target).copy_(original);
+    version.store(before);
+  }
+}
+
 ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs) {
   std::vector<int> outputs;  // first: an output may capture a new input
   for (const Tensor &t : forward_outputs) outputs.push_back(value_of(t));
+  for (int id : mutation_values_) outputs.push_back(id);  // buffer mutations: written back after each call
   for (const Tensor &t : grad_outputs) outputs.push_back(value_of(t));
   ir::Graph g = graph_;
   g.outputs = outputs;
@@ -164,7 +209,7 @@ ir::Graph Tracer::finish(const std::vector<Tensor> &forward_outputs, const std::
   for (int id : captured_ids_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
   for (int id : random_ids_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Primal);
   for (int id : tangents_) g.inputs.push_back(id), g.input_roles.push_back(ir::InputRole::Tangent);
-  g.num_forward_outputs = static_cast<int>(forward_outputs.size());
+  g.num_forward_outputs = static_cast<int>(forward_outputs.size() + mutation_values_.size());
   return g;
 }
 
@@ -200,6 +245,12 @@ void record(ir::OpKind kind, const std::vector<Tensor> &inputs, const Tensor &ou
 
 void alias(const Tensor &src, const Tensor &dst) {
   if (current) current->alias(src, dst);
+}
+
+bool functionalizes(const Tensor &target) { return current != nullptr && current->functionalizes(target); }
+
+void mutate(const Tensor &target, const Tensor &value) {
+  if (current) current->mutate(target, value);
 }
 
 Tensor random_input(const Shape &shape, const RandomDraw &draw) {

@@ -67,6 +67,19 @@ public:
   /// and builds no autograd graph (autograd::any_requires_grad is false).
   const std::vector<int> &no_grad() const { return no_grad_; }
 
+  /// trace::functionalizes / trace::mutate (buffer mutation).
+  bool functionalizes(const Tensor &target) const;
+  void mutate(const Tensor &target, const Tensor &value);
+  /// The captured tensors updated in place, as indices into captured(), in
+  /// the order of their first update: finish() appends their final values
+  /// to the forward outputs, after the module's.
+  const std::vector<int> &mutated() const { return mutated_; }
+  /// Undoes the real updates of mutated captured tensors made while tracing.
+  ~Tracer();
+  Tracer() = default;
+  Tracer(const Tracer &) = delete;
+  Tracer &operator=(const Tracer &) = delete;
+
   /// Final graph: inputs ordered [user inputs, captured, random, tangents].
   ir::Graph finish(const std::vector<Tensor> &forward_outputs, const std::vector<Tensor> &grad_outputs);
   /// Captured tensors in input order (after the user inputs).
@@ -88,6 +101,9 @@ private:
   std::vector<int> user_inputs_, captured_ids_, random_ids_, tangents_, detached_, no_grad_;
   std::vector<RandomDraw> random_draws_;
   std::vector<Tensor> captured_;
+  std::vector<int> mutated_;                          ///< captured indices, first update order
+  std::vector<int> mutation_values_;                  ///< per mutated_ entry: its latest value id
+  std::vector<std::pair<Tensor, Tensor>> originals_;  ///< per mutated_ entry: (tensor, its data before the trace)
 };
 
 /// RAII: makes `tracer` the active tracer of this thread.

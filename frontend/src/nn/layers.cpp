@@ -124,7 +124,9 @@ Tensor BatchNormBase::forward(const Tensor &input) {
   double momentum = 0.0;
   if (is_training() && track) {
     NoGradGuard no_grad;
-    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+    num_batches_tracked.add_(ones_like(num_batches_tracked));
+    // A fixed momentum needs no value read (kiln::compile captures the whole
+    // update); the cumulative average reads the count (a graph break).
     momentum = options.momentum() ? *options.momentum() : 1.0 / num_batches_tracked.item();
   }
   // Without track_running_stats the buffers are undefined and batch

@@ -1,5 +1,7 @@
 // layer_norm and batch_norm as composites of differentiable ops (mean, sub,
-// mul, sqrt, div), so autograd needs no formulas of their own. float16 and
+// mul, sqrt, div), so autograd needs no formulas of their own; batch_norm's
+// running-statistics update is an in-place update of buffers under no_grad,
+// which kiln::compile captures (trace::functionalizes). float16 and
 // bfloat16 inputs are normalized in float32 (as PyTorch's CPU kernels) and
 // the result converted back.
 #include <string>
@@ -40,6 +42,18 @@ Normalized normalize(const Tensor &x, const Shape &dims, double eps) {
   Tensor centered = x - mu;
   Tensor var = mean(centered * centered, dims, /*keepdim=*/true);
   return {centered / sqrt(var + eps), mu, var};
+}
+
+/// batch_norm's training statistics in one pass over x: the sums of x and of
+/// x * x over `dims` read the same data, so kiln-fuse merges the two
+/// reductions into one kernel (sibling fusion) where the two-pass form
+/// (mean, then the mean of (x - mean)^2) needs two. mean = E[x], var =
+/// E[x^2] - E[x]^2 (biased), as cuDNN's and Apex's one-pass batch norm.
+Normalized normalize_one_pass(const Tensor &x, const Shape &dims, double eps, int64_t count) {
+  const double inv = 1.0 / static_cast<double>(count);
+  Tensor mu = sum(x, dims, /*keepdim=*/true) * inv;
+  Tensor var = sum(x * x, dims, /*keepdim=*/true) * inv - mu * mu;
+  return {(x - mu) / sqrt(var + eps), mu, var};
 }
 
 /// y * weight + bias, each optional, converted to y's dtype and viewed as `shape`.
@@ -111,7 +125,7 @@ Tensor batch_norm(const Tensor &x, const Tensor &running_mean, const Tensor &run
     const int64_t count = channels == 0 ? 0 : x.numel() / channels;
     KILN_CHECK(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
                shape_str(x.sizes()));
-    Normalized n = normalize(xc, dims, eps);
+    Normalized n = normalize_one_pass(xc, dims, eps, count);
     update_running(running_mean, n.mean, momentum);
     // The running variance uses the unbiased batch variance (as PyTorch).
     const double bessel = static_cast<double>(count) / static_cast<double>(count - 1);

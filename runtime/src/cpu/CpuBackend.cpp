@@ -62,6 +62,14 @@ public:
     cpu::launch_kernel(kernel, args);
   }
   void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &) override { cpu::gemm(a, b, c); }
+  void conv2d(ConvOp op, const Conv2dParams &p, const TensorView &a, const TensorView &b, const TensorView &out,
+              Stream &) override {
+    cpu::conv2d(op, p, a, b, out);
+  }
+  void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const TensorView &a, const TensorView &indices,
+                  const TensorView &values, Stream &) override {
+    cpu::max_pool2d(op, p, a, indices, values);
+  }
 
 private:
   CpuStream stream_;

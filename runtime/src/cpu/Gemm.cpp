@@ -15,6 +15,7 @@
 #include <dnnl.h>
 #include <dnnl.hpp>
 
+#include "Half.h"
 #include "kiln/runtime/Gemm.h"
 
 namespace kiln::runtime {
@@ -208,33 +209,11 @@ bool matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_strid
 
 // ---- float16 through sgemm --------------------------------------------------
 
-float half_to_float(uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, sizeof h);
-  return static_cast<float>(h);
-}
-
-uint16_t float_to_half(float f) {
-  _Float16 h = static_cast<_Float16>(f);  // round to nearest even
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
-}
-
-float bf16_to_float(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if (f != f) return 0x7fc0;
-  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
-}
+// half_to_float, float_to_half, bf16_to_float, float_to_bf16: Half.h.
+using cpu::bf16_to_float;
+using cpu::float_to_bf16;
+using cpu::float_to_half;
+using cpu::half_to_float;
 
 /// Matrix `m` (`in` bits at `data`: Float16 or BFloat16) widened to a
 /// row-major f32 copy in `out`.

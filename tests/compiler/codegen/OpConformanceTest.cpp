@@ -120,6 +120,67 @@ OpCase reduce(OpKind kind) {
   return {m.done({m.reduce(kind, x, {1}, {3}), m.reduce(kind, x, {0}, {1, 4}, /*keepdim=*/true)}), {values(12, 19)}};
 }
 
+// ---- convolution and max pooling (extern steps) ----
+
+/// Node::ints of a conv node: stride, padding, dilation, groups (Ops.def).
+auto convAttrs(std::vector<int64_t> ints) {
+  return [ints](ir::Node &n) { n.ints = ints; };
+}
+const std::vector<int64_t> kGroupedConv = {2, 1, 1, 0, 1, 2, 2}; // x [2, 4, 7, 8], w [6, 2, 3, 3] -> [2, 6, 4, 4]
+const std::vector<int64_t> kPool = {3, 2, 2, 1, 1, 1};           // x [2, 3, 7, 6] -> [2, 3, 4, 7]
+
+OpCase conv2d_plain() {
+  GraphMaker m;
+  int x = m.input({1, 3, 5, 5}), w = m.input({4, 3, 3, 3});
+  return {m.done({m.node(OpKind::Conv2d, {x, w}, {1, 4, 5, 5}, ElementType::F32, convAttrs({1, 1, 1, 1, 1, 1, 1}))}),
+          {values(75, 30), values(108, 31)}};
+}
+
+OpCase conv2d_grouped() {
+  GraphMaker m;
+  int x = m.input({2, 4, 7, 8}), w = m.input({6, 2, 3, 3});
+  return {m.done({m.node(OpKind::Conv2d, {x, w}, {2, 6, 4, 4}, ElementType::F32, convAttrs(kGroupedConv))}),
+          {values(448, 32), values(108, 33)}};
+}
+
+OpCase conv2d_input_grad() {
+  GraphMaker m;
+  int gy = m.input({2, 6, 4, 4}), w = m.input({6, 2, 3, 3});
+  return {m.done({m.node(OpKind::Conv2dInputGrad, {gy, w}, {2, 4, 7, 8}, ElementType::F32, convAttrs(kGroupedConv))}),
+          {values(192, 34), values(108, 35)}};
+}
+
+OpCase conv2d_weight_grad() {
+  GraphMaker m;
+  int x = m.input({2, 4, 7, 8}), gy = m.input({2, 6, 4, 4});
+  return {m.done({m.node(OpKind::Conv2dWeightGrad, {x, gy}, {6, 2, 3, 3}, ElementType::F32, convAttrs(kGroupedConv))}),
+          {values(448, 36), values(192, 37)}};
+}
+
+OpCase max_pool2d() {
+  GraphMaker m;
+  int x = m.input({2, 3, 7, 6});
+  return {m.done({m.node(OpKind::MaxPool2d, {x}, {2, 3, 4, 7}, ElementType::F32, convAttrs(kPool))}), {values(252, 38)}};
+}
+
+OpCase max_pool2d_indices() {
+  GraphMaker m;
+  int x = m.input({2, 3, 7, 6});
+  return {m.done({m.node(OpKind::MaxPool2dIndices, {x}, {2, 3, 4, 7}, ElementType::I64, convAttrs(kPool))}),
+          {values(252, 39)}};
+}
+
+/// The backward (scatter) or gather with indices computed in the graph.
+OpCase max_pool2d_moves(OpKind kind) {
+  GraphMaker m;
+  int x = m.input({2, 3, 7, 6});
+  const bool scatter = kind == OpKind::MaxPool2dBackward;
+  int g = m.input(scatter ? Shape{2, 3, 4, 7} : Shape{2, 3, 7, 6});
+  int indices = m.node(OpKind::MaxPool2dIndices, {x}, {2, 3, 4, 7}, ElementType::I64, convAttrs(kPool));
+  int out = m.node(kind, {g, indices}, scatter ? Shape{2, 3, 7, 6} : Shape{2, 3, 4, 7});
+  return {m.done({out}), {values(252, 40), values(scatter ? 168 : 252, 41)}};
+}
+
 /// The cases, by op kind name (Ops.def's Kind column).
 const std::map<std::string, std::vector<CaseBuilder>> &cases() {
   static const std::map<std::string, std::vector<CaseBuilder>> all = {
@@ -148,6 +209,13 @@ const std::map<std::string, std::vector<CaseBuilder>> &cases() {
       {"Reshape", {reshape}},
       {"ReduceSum", {[] { return reduce(OpKind::ReduceSum); }}},
       {"ReduceMax", {[] { return reduce(OpKind::ReduceMax); }}},
+      {"Conv2d", {conv2d_plain, conv2d_grouped}},
+      {"Conv2dInputGrad", {conv2d_input_grad}},
+      {"Conv2dWeightGrad", {conv2d_weight_grad}},
+      {"MaxPool2d", {max_pool2d}},
+      {"MaxPool2dIndices", {max_pool2d_indices}},
+      {"MaxPool2dBackward", {[] { return max_pool2d_moves(OpKind::MaxPool2dBackward); }}},
+      {"MaxPool2dGather", {[] { return max_pool2d_moves(OpKind::MaxPool2dGather); }}},
   };
   return all;
 }
@@ -170,6 +238,9 @@ std::vector<double> as_doubles(const TensorView &v) {
     break;
   case DType::Bool:
     for (uint8_t x : read<uint8_t>(v)) out.push_back(x);
+    break;
+  case DType::Int64:
+    for (int64_t x : read<int64_t>(v)) out.push_back(static_cast<double>(x));
     break;
   default:
     ADD_FAILURE() << "unexpected result dtype " << dtype_name(v.dtype);

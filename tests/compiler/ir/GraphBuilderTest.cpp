@@ -264,6 +264,48 @@ TEST(ir_GraphBuilder, ContractionMismatchIsAVerifierError) {
   EXPECT_NE(error.find("contraction dims differ: [4, 8] x [7, 16]"), std::string::npos) << error;
 }
 
+/// x [1, 3, 5, 5] * w [4, 3, 3, 3] (kiln.conv2d with `ints`) -> [1, 4, oh, ow].
+Graph convGraph(std::vector<int64_t> ints, int64_t oh, int64_t ow) {
+  Graph g;
+  int x = g.addValue({1, 3, 5, 5}, ElementType::F32);
+  int w = g.addValue({4, 3, 3, 3}, ElementType::F32);
+  g.inputs = {x, w};
+  Node node;
+  node.kind = OpKind::Conv2d;
+  node.operands = {x, w};
+  node.ints = std::move(ints);
+  node.result = g.addValue({1, 4, oh, ow}, ElementType::F32);
+  g.nodes.push_back(node);
+  g.outputs = {node.result};
+  g.num_forward_outputs = 1;
+  return g;
+}
+
+TEST(ir_GraphBuilder, ConvNodeCarriesItsAttributes) {
+  mlir::MLIRContext context;
+  std::string error;
+  auto module = buildModule(context, convGraph({2, 1, 1, 0, 1, 1, 1}, 3, 3), &error);
+  ASSERT_TRUE(module) << error;
+  Conv2dOp conv;
+  module->walk([&](Conv2dOp op) { conv = op; });
+  ASSERT_TRUE(conv);
+  EXPECT_EQ(conv.getStride(), llvm::ArrayRef<int64_t>({2, 1}));
+  EXPECT_EQ(conv.getPadding(), llvm::ArrayRef<int64_t>({1, 0}));
+  EXPECT_EQ(conv.getDilation(), llvm::ArrayRef<int64_t>({1, 1}));
+  EXPECT_EQ(conv.getGroups(), 1u);
+}
+
+TEST(ir_GraphBuilder, ConvShapeAndAttributeErrorsNameTheOpAndTheExpectedShape) {
+  mlir::MLIRContext context;
+  std::string error;
+  EXPECT_FALSE(buildModule(context, convGraph({1, 1, 0, 0, 1, 1, 1}, 5, 5), &error));
+  EXPECT_NE(error.find("'kiln.conv2d' op expects output shape [1, 4, 3, 3]"), std::string::npos) << error;
+  error.clear();
+  EXPECT_FALSE(buildModule(context, convGraph({1, 1, 0, 0}, 3, 3), &error));
+  EXPECT_NE(error.find("(Conv2d): expected 7 ints (stride, padding, dilation, groups), got 4"), std::string::npos)
+      << error;
+}
+
 TEST(ir_GraphBuilder, WrongOperandCountIsAnError) {
   Graph g = linearReluJoint();
   g.nodes[3].operands.push_back(0); // relu with two operands

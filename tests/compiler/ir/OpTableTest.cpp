@@ -46,6 +46,11 @@ TEST(OpTable, CategoriesAndFlopModels) {
   EXPECT_EQ(opCategory(OpKind::Matmul), OpCategory::Contraction);
   EXPECT_EQ(opCategory(OpKind::Reshape), OpCategory::Layout);
   EXPECT_EQ(opCategory(OpKind::Constant), OpCategory::Creation);
+  EXPECT_EQ(opCategory(OpKind::Conv2d), OpCategory::Extern);
+  EXPECT_EQ(opCategory(OpKind::MaxPool2dBackward), OpCategory::Extern);
+  EXPECT_EQ(opFlopModel(OpKind::Conv2dWeightGrad), FlopModel::Conv);
+  EXPECT_EQ(opFlopModel(OpKind::MaxPool2d), FlopModel::Operand);
+  EXPECT_EQ(opNumOperands(OpKind::Conv2dInputGrad), 2);
   EXPECT_EQ(opFlopModel(OpKind::Matmul), FlopModel::Matmul);
   EXPECT_EQ(opFlopModel(OpKind::ReduceSum), FlopModel::Operand);
   EXPECT_EQ(opFlopModel(OpKind::Exp), FlopModel::Result);

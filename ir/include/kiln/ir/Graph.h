@@ -35,7 +35,7 @@ struct Node {
   OpKind kind;
   std::vector<int> operands;
   int result = -1;
-  std::vector<int64_t> ints;  ///< permutation (Transpose), dims (Reduce*)
+  std::vector<int64_t> ints;  ///< permutation (Transpose), dims (Reduce*), conv/pool attributes (Ops.def)
   bool keepdim = false;       ///< Reduce*
   double scalar = 0.0;        ///< Constant value; Pow exponent
   Predicate predicate = Predicate::EQ;  ///< Compare

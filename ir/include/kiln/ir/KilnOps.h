@@ -49,6 +49,11 @@ bool isReductionOp(mlir::Operation *op);
 /// in Ops.def: kiln.transpose, kiln.broadcast, kiln.reshape).
 bool isLayoutOp(mlir::Operation *op);
 
+/// True for the ops that run as one library launch outside every fusion
+/// (categories Contraction and Extern in Ops.def: kiln.matmul, the conv and
+/// max pool ops): GEMM-like costs to recompute, results never fused into.
+bool isExternOp(mlir::Operation *op);
+
 /// The loop nest of a **row fusion** (Inductor's persistent reduction): the
 /// iteration space `shape` = [R_0..R_{rows-1}, C_0..] whose trailing dims
 /// (from `rows` on) every reduction reduces, so each row is an independent

@@ -305,6 +305,120 @@ def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "sum">;
 def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "max">;
 
 //===----------------------------------------------------------------------===//
+// Convolution and pooling (extern kernels: oneDNN on the CPU, never fused)
+//===----------------------------------------------------------------------===//
+
+// The attributes of the three convolution ops (PyTorch's conv2d arguments).
+class Kiln_ConvOp<string mnemonic, string what, string example>
+    : Kiln_Op<mnemonic, [Pure]> {
+  let summary = what;
+  let description = [{
+    }] # what # [{ of a 2-D convolution (as PyTorch's
+    convolution / convolution_backward): input `[N, C, H, W]`, weight
+    `[O, C / groups, kH, kW]`, output `[N, O, OH, OW]` with
+    `OH = (H + 2 * padding[0] - dilation[0] * (kH - 1) - 1) / stride[0] + 1`
+    (OW likewise). All three tensors have one float element type. Runs on a
+    convolution library (oneDNN), never inside a kiln.fusion; a bias is a
+    separate kiln.add.
+
+    Example:
+
+    ```mlir
+    }] # example # [{
+    ```
+  }];
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `stride` $stride `padding` $padding `dilation` $dilation
+    `groups` $groups attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_Conv2dOp : Kiln_ConvOp<"conv2d", "the forward (output = conv(input, weight))",
+    "%2 = kiln.conv2d %0, %1 stride [1, 1] padding [1, 1] dilation [1, 1] groups 1 : tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x8x8xf32>"> {
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+}
+
+def Kiln_Conv2dInputGradOp : Kiln_ConvOp<"conv2d_input_grad",
+    "the input gradient (lhs = grad_output, rhs = weight; result = grad_input, a transposed convolution)",
+    "%2 = kiln.conv2d_input_grad %0, %1 stride [1, 1] padding [1, 1] dilation [1, 1] groups 1 : tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<2x3x8x8xf32>"> {
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+}
+
+def Kiln_Conv2dWeightGradOp : Kiln_ConvOp<"conv2d_weight_grad",
+    "the weight gradient (lhs = input, rhs = grad_output; result = grad_weight)",
+    "%2 = kiln.conv2d_weight_grad %0, %1 stride [1, 1] padding [1, 1] dilation [1, 1] groups 1 : tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32> -> tensor<4x3x3x3xf32>"> {
+  let arguments = (ins Kiln_FloatTensor:$lhs, Kiln_FloatTensor:$rhs, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+}
+
+// The attributes of max pooling (PyTorch's max_pool2d, dilation 1, floor rounding).
+class Kiln_MaxPoolOp<string mnemonic, string what, Type resultType, string example>
+    : Kiln_Op<mnemonic, [Pure]> {
+  let summary = what;
+  let description = [{
+    }] # what # [{ of each `kernel` window of a float `[N, C, H, W]`
+    input, windows `stride` apart, the input padded by `padding` (at most
+    half the kernel) with -inf; result `[N, C, OH, OW]` with
+    `OH = (H + 2 * padding[0] - kernel[0]) / stride[0] + 1` (OW likewise).
+    Positions are in-plane flat indices `h * W + w` of the first maximum, a
+    NaN winning (as PyTorch's max_pool2d_with_indices). An extern kernel,
+    never inside a kiln.fusion.
+
+    Example:
+
+    ```mlir
+    }] # example # [{
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding);
+  let results = (outs resultType:$result);
+  let assemblyFormat = [{
+    $input `kernel` $kernel `stride` $stride `padding` $padding attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_MaxPool2dOp : Kiln_MaxPoolOp<"max_pool2d", "the maximum", Kiln_FloatTensor,
+    "%1 = kiln.max_pool2d %0 kernel [2, 2] stride [2, 2] padding [0, 0] : tensor<2x3x8x8xf32> -> tensor<2x3x4x4xf32>">;
+def Kiln_MaxPool2dIndicesOp : Kiln_MaxPoolOp<"max_pool2d_indices", "the position of the maximum",
+    StaticShapeTensorOf<[I64]>,
+    "%1 = kiln.max_pool2d_indices %0 kernel [2, 2] stride [2, 2] padding [0, 0] : tensor<2x3x8x8xf32> -> tensor<2x3x4x4xi64>">;
+
+// Moves values between an [N, C, H, W] plane and the [N, C, OH, OW] window positions of max pooling.
+class Kiln_PoolIndexOp<string mnemonic, string what, string example>
+    : Kiln_Op<mnemonic, [Pure]> {
+  let summary = what;
+  let description = [{
+    }] # what # [{ `indices` is the `[N, C, OH, OW]` i64 result of
+    kiln.max_pool2d_indices (in-plane flat positions `h * W + w`); `lhs`
+    and the result have one float element type. An extern kernel, never
+    inside a kiln.fusion.
+
+    Example:
+
+    ```mlir
+    }] # example # [{
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$lhs, StaticShapeTensorOf<[I64]>:$indices);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $indices attr-dict `:` type($lhs) `,` type($indices) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_MaxPool2dBackwardOp : Kiln_PoolIndexOp<"max_pool2d_backward",
+    "max pooling's input gradient: `result [N, C, H, W]` is zero except `result[n, c][indices[n, c, i, j]] += lhs[n, c, i, j]` (lhs = grad_output, `[N, C, OH, OW]`; a repeated position accumulates).",
+    "%2 = kiln.max_pool2d_backward %0, %1 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi64> -> tensor<2x3x8x8xf32>">;
+def Kiln_MaxPool2dGatherOp : Kiln_PoolIndexOp<"max_pool2d_gather",
+    "the adjoint of kiln.max_pool2d_backward (its gradient): `result[n, c, i, j] = lhs[n, c][indices[n, c, i, j]]` (lhs `[N, C, H, W]`, result `[N, C, OH, OW]`).",
+    "%2 = kiln.max_pool2d_gather %0, %1 : tensor<2x3x8x8xf32>, tensor<2x3x4x4xi64> -> tensor<2x3x4x4xf32>">;
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 

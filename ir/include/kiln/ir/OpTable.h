@@ -29,6 +29,7 @@ enum class OpCategory {
   Contraction, ///< matmul (a GEMM launch, not fused)
   Layout,      ///< transpose/broadcast/reshape: a view at execution time
   Creation,    ///< a splat constant
+  Extern,      ///< conv / pool: one library (oneDNN) launch, not fused, like a GEMM
 };
 
 /// How many FLOPs one execution counts (remat's and partition's model; the
@@ -38,6 +39,7 @@ enum class FlopModel {
   Result,  ///< one per result element
   Operand, ///< one per element of operand 0 (reductions)
   Matmul,  ///< 2 * M * N * K (times the batch)
+  Conv,    ///< 2 * N * Cout * Hout * Wout * (Cin / groups) * kH * kW, for the forward and both gradients
   Free,    ///< views and constants
 };
 

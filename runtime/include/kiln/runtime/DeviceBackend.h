@@ -12,9 +12,11 @@
 //   runtime::Stream &s = b->default_stream(0);
 //   b->launch(kernel, args, s);       // a KernelHandle from a kernel library
 //   b->gemm(a, w, c, s);
+//   b->conv2d(runtime::ConvOp::Forward, params, x, w, y, s);
 //   s.synchronize();
 //
-// Work functions (copy_async, copy_to_contiguous, launch, gemm) enqueue on a
+// Work functions (copy_async, copy_to_contiguous, launch, gemm, conv2d,
+// max_pool2d) enqueue on a
 // stream of this backend's device; pointers and views must stay valid until
 // the work has finished (stream order). The CPU backend runs them inline.
 #pragma once
@@ -25,6 +27,7 @@
 #include <string>
 
 #include "kiln/runtime/Allocator.h"
+#include "kiln/runtime/Conv.h"
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/Event.h"
 #include "kiln/runtime/KernelHandle.h"
@@ -80,6 +83,20 @@ public:
   /// (bf16, f16) or a plain f64 loop. Throws std::exception (the message
   /// names the failure) when the GEMM library fails.
   virtual void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &stream) = 0;
+  /// One convolution primitive (Conv.h, ConvOp says which of a, b, out is
+  /// the input [N, C, H, W], the weight [O, C/groups, kH, kW] and the output
+  /// [N, O, OH, OW]); a and b strided views, out contiguous, one float dtype.
+  /// The CPU runs runtime::conv2d (oneDNN for float32). Throws std::exception
+  /// naming the shapes when the library fails.
+  virtual void conv2d(ConvOp op, const Conv2dParams &p, const TensorView &a, const TensorView &b,
+                      const TensorView &out, Stream &stream) = 0;
+  /// One max pooling primitive (Conv.h): Forward reads a = x [N, C, H, W]
+  /// and writes `values` and/or `indices` [N, C, OH, OW] (a view without a
+  /// buffer is not written); Backward reads a = grad y and `indices`, writes
+  /// `values` = grad x; Gather reads a [N, C, H, W] and `indices`, writes
+  /// `values` [N, C, OH, OW]. Written views are contiguous; float32/float64.
+  virtual void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const TensorView &a, const TensorView &indices,
+                          const TensorView &values, Stream &stream) = 0;
 };
 
 /// The CPU backend runs a split_rows kernel on several threads only when its

@@ -79,6 +79,8 @@ enum class LaunchKind : int8_t {
   Broadcast, ///< view: numpy right-aligned expand (stride 0)
   Reshape,   ///< view when strides allow, else a contiguous copy
   Copy,      ///< contiguous copy of any strided view
+  Conv,      ///< one convolution primitive (Conv.h, DeviceBackend::conv2d): a fresh contiguous result
+  MaxPool,   ///< one max pooling primitive (Conv.h, DeviceBackend::max_pool2d): a fresh contiguous result
 };
 
 class LaunchExecutable final : public Executable {
@@ -148,6 +150,7 @@ private:
   TensorView &materialize(RunState &state, int slot) const;
   bool runLaunch(const Launch &l, RunState &state, std::string *error) const;
   void runKernel(const Launch &l, RunState &state) const;
+  void runExtern(const Launch &l, RunState &state) const;
   void bindView(const Launch &l, RunState &state) const;
   void reportReady(size_t &next, int launch, const RunHooks *hooks) const;
 
@@ -233,6 +236,16 @@ public:
   /// through f32 sgemm, f16 result); the result has that dtype. Other dtypes
   /// or shapes fail the builder.
   int addGemm(int a, int b);
+  /// A convolution primitive (Conv.h): operands a, b (any strides) and a
+  /// fresh result of `result` (ConvOp says which of the three is the input,
+  /// the weight and the output). All rank 4 and of one float dtype; the
+  /// output's spatial sizes must follow from the input, weight and `p`.
+  int addConv(ConvOp op, const Conv2dParams &p, int a, int b, SlotType result);
+  /// A max pooling primitive (Conv.h): Forward reads `a` = x and makes
+  /// `result` (float: the values; Int64: the indices); Backward reads `a` =
+  /// grad y and `indices`, makes grad x; Gather reads `a` [N, C, H, W] and
+  /// `indices`, makes [N, C, OH, OW]. `indices` is -1 for Forward.
+  int addMaxPool(MaxPoolOp op, const Pool2dParams &p, int a, int indices, SlotType result);
   /// View: result.sizes[i] = base.sizes[perm[i]].
   int addTranspose(int base, std::vector<int64_t> perm);
   /// View: numpy broadcast of `base` to `sizes` (right-aligned; each base
