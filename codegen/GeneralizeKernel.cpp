@@ -32,7 +32,7 @@ bool isRowSplittable(ir::FusionOp fusion) {
     if (!sameDim0(v.getType()))
       return false;
   for (Operation &op : fusion.getBodyBlock().without_terminator()) {
-    if (op.getNumResults() != 1 || !sameDim0(op.getResult(0).getType()))
+    if (op.getNumResults() != 1 || !sameDim0(op.getResult(0).getType()) || ir::isIndexingOp(&op))
       return false;
     if (auto sum = dyn_cast<ir::ReduceSumOp>(op); sum && llvm::is_contained(sum.getDims(), 0))
       return false;
@@ -66,6 +66,9 @@ FailureOr<KernelGeneralization> generalizeKernel(ir::FusionOp fusion, ir::Fusion
       *why = "kernel " + fusion.getKernel().str() + ": " + message;
     return failure();
   };
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    if (ir::isIndexingOp(&op))
+      return fail("an index check (" + op.getName().getStringRef().str() + ") is compiled for static shapes only");
   KernelGeneralization g;
   std::map<std::pair<int64_t, int64_t>, int> classOf;
   // Per dim: -1 if both sizes agree, else the class of the (size, size) pair.

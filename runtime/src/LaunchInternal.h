@@ -18,6 +18,7 @@ struct LaunchExecutable::Launch {
   std::vector<int> results;
   std::vector<int64_t> attr;     ///< permutation (Transpose) or target sizes
   std::vector<InPlace> in_place; ///< Kernel only: results that may overwrite an operand (addKernel)
+  std::vector<std::pair<int, IndexCheck>> checks; ///< Kernel only: status slot, what it checks (addIndexCheck)
 };
 
 namespace detail {

@@ -11,6 +11,7 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/runtime/Profiler.h"
+#include "compile/run_error.h"
 
 namespace kiln {
 
@@ -208,7 +209,7 @@ Tensor CompiledModule::forward(const Tensor &input) {
   const double start_us = profiler.now_us();
   auto results = artifact->graph.forward->run(primals, &error);
   profiler.record("forward " + name(), "step", start_us, profiler.now_us() - start_us);
-  KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);
+  compile_detail::check_run(error, "forward");
   const int nfo = artifact->graph.num_forward_outputs;
   Tensor output = from_view(results[0]);
 

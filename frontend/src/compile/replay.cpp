@@ -8,6 +8,7 @@
 #include "compile/tracer.h"
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "ops/gather.h"
 
 namespace kiln::compile_detail {
 
@@ -51,6 +52,8 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
   case ir::OpKind::Reshape: return in[0].reshape(result.shape);
   case ir::OpKind::ReduceSum: return sum(in[0], n.ints, n.keepdim);
   case ir::OpKind::ReduceMax: return amax(in[0], n.ints, n.keepdim);
+  case ir::OpKind::Gather: return detail::gather_as(in[0], n.ints[0], in[1], static_cast<ir::IndexSource>(n.ints[1]));
+  case ir::OpKind::ScatterAdd: return scatter_add(in[0], n.ints[0], in[1], in[2]);
   }
   throw Error(std::string("kiln::compile: graph-break segment: cannot replay op ") + ir::toString(n.kind));
 }

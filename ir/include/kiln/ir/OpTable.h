@@ -29,6 +29,7 @@ enum class OpCategory {
   Contraction, ///< matmul (a GEMM launch, not fused)
   Layout,      ///< transpose/broadcast/reshape: a view at execution time
   Creation,    ///< a splat constant
+  Indexing,    ///< gather / scatter_add: addresses read from an index tensor (checked on every call)
 };
 
 /// How many FLOPs one execution counts (remat's and partition's model; the
