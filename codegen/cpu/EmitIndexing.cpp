@@ -40,12 +40,22 @@ SmallVector<Value> withIndex(OpBuilder &b, Location loc, ValueRange coords, int6
   return out;
 }
 
+/// A tensor.empty of `type` whose dynamic sizes (shape-generic kernels) are
+/// those of `like` (a tensor of the same shape).
+Value emptyLike(OpBuilder &b, Location loc, RankedTensorType type, Value like) {
+  SmallVector<Value> dynamic;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamic.push_back(b.create<tensor::DimOp>(loc, like, d));
+  return b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType(), dynamic);
+}
+
 /// A copy of `input` in a fresh tensor of `type` (bf16/f16 widened).
 Value widenedCopy(OpBuilder &b, Location loc, Value input, RankedTensorType type) {
   const int64_t rank = type.getRank();
   AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-  Value init = b.create<tensor::EmptyOp>(loc, type.getShape(), type.getElementType());
+  Value init = emptyLike(b, loc, type, input);
   return b
       .create<linalg::GenericOp>(loc, TypeRange{type}, ValueRange{input}, ValueRange{init},
                                  SmallVector<AffineMap>{id, id}, iterators,
@@ -62,7 +72,7 @@ Value emitGather(OpBuilder &b, Location loc, int64_t dim, Value input, Value ind
   const int64_t size = cast<RankedTensorType>(input.getType()).getDimSize(dim);
   AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-  Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), resultType.getElementType());
+  Value init = emptyLike(b, loc, resultType, index);
   Type element = resultType.getElementType();
   auto body = [&](OpBuilder &nb, Location nl, ValueRange args) {
     if (size == 0) { // every index is out of range: the status reports it
@@ -94,7 +104,7 @@ Value emitScatterAdd(OpBuilder &b, Location loc, int64_t dim, Value input, Value
   SmallVector<scf::ForOp> loops;
   SmallVector<Value> ivs;
   for (int64_t d = 0; d < indexType.getRank(); ++d) {
-    Value upper = b.create<arith::ConstantIndexOp>(loc, indexType.getDimSize(d));
+    Value upper = b.create<tensor::DimOp>(loc, index, d);
     auto loop = b.create<scf::ForOp>(loc, zero, upper, one, ValueRange{acc});
     b.setInsertionPointToStart(loop.getBody());
     ivs.push_back(loop.getInductionVar());

@@ -33,16 +33,4 @@ const char *toString(ElementType type) {
   return "<unknown ElementType>";
 }
 
-const char *toString(IndexSource source) {
-  switch (source) {
-  case IndexSource::Gather:
-    return "gather";
-  case IndexSource::IndexSelect:
-    return "index_select";
-  case IndexSource::Embedding:
-    return "embedding";
-  }
-  return "<unknown IndexSource>";
-}
-
 } // namespace kiln::ir

@@ -28,8 +28,19 @@ enum class Predicate { EQ, NE, LT, LE, GT, GE };
 /// out-of-range error names that op, in eager and in every compiled call.
 enum class IndexSource { Gather, IndexSelect, Embedding };
 
-/// "gather", "index_select", "embedding".
-const char *toString(IndexSource source);
+/// "gather", "index_select", "embedding" (inline: the eager library, which
+/// links no ir/ library, names its errors with it).
+inline const char *toString(IndexSource source) {
+  switch (source) {
+  case IndexSource::Gather:
+    return "gather";
+  case IndexSource::IndexSelect:
+    return "index_select";
+  case IndexSource::Embedding:
+    return "embedding";
+  }
+  return "<unknown IndexSource>";
+}
 
 /// A tensor value: static shape and element type.
 struct Value {
