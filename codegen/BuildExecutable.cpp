@@ -261,15 +261,22 @@ private:
         return failure();
       results.push_back(*t);
     }
+    const std::vector<runtime::IndexCheck> checks = indexChecks(fusion);
+    for (size_t k = 0; k < checks.size(); ++k)
+      results.push_back(runtime::SlotType{{runtime::kIndexStatusElements}, DType::Int64});
     // The strides the kernel was compiled for (scalar arguments: rank 0).
     std::vector<std::vector<int64_t>> expected = binding.strides.empty() ? operandStrides(fusion) : binding.strides;
     expected.resize(operands.size());
     std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results),
                                              expected, binding.splitRows, binding.inPlace);
-    if (out.size() != fusion.getNumResults())
+    if (out.size() != fusion.getNumResults() + checks.size())
       return fail(fusion, builder.error());
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
       slots[r] = s;
+    for (auto [k, check] : llvm::enumerate(checks))
+      builder.addIndexCheck(out[fusion.getNumResults() + k], check);
+    if (!builder.error().empty())
+      return fail(fusion, builder.error());
     return success();
   }
 

@@ -32,7 +32,7 @@ bool isRowSplittable(ir::FusionOp fusion) {
     if (!sameDim0(v.getType()))
       return false;
   for (Operation &op : fusion.getBodyBlock().without_terminator()) {
-    if (op.getNumResults() != 1 || !sameDim0(op.getResult(0).getType()))
+    if (op.getNumResults() != 1 || !sameDim0(op.getResult(0).getType()) || ir::isIndexingOp(&op))
       return false;
     if (auto sum = dyn_cast<ir::ReduceSumOp>(op); sum && llvm::is_contained(sum.getDims(), 0))
       return false;
@@ -58,6 +58,13 @@ KernelGeneralization rowSplitGeneralization(ir::FusionOp fusion) {
   g.inputStrides = operandStrides(fusion);
   g.sources = {{0, 0}};
   return g;
+}
+
+/// The size of the dim an indexing op (kiln.gather, kiln.scatter_add)
+/// indexes: its index check's static range.
+static int64_t indexedSize(Operation *op) {
+  const int64_t dim = isa<ir::GatherOp>(op) ? cast<ir::GatherOp>(op).getDim() : cast<ir::ScatterAddOp>(op).getDim();
+  return cast<RankedTensorType>(op->getOperand(0).getType()).getDimSize(dim);
 }
 
 FailureOr<KernelGeneralization> generalizeKernel(ir::FusionOp fusion, ir::FusionOp reference, std::string *why) {
@@ -130,6 +137,9 @@ FailureOr<KernelGeneralization> generalizeKernel(ir::FusionOp fusion, ir::Fusion
     }
     if (isa<ir::YieldOp>(a))
       break;
+    if (ir::isIndexingOp(&a) && indexedSize(&a) != indexedSize(&r))
+      return fail("the indexed dim of '" + a.getName().getStringRef().str() +
+                  "' differs at the other size (its index check is static)");
     g.body.emplace_back();
     if (!classes(a.getResult(0).getType(), r.getResult(0).getType(), &g.body.back()))
       return fail("a body value differs in more than its sizes");

@@ -82,6 +82,20 @@ std::vector<std::vector<int64_t>> operandStrides(ir::FusionOp fusion) {
   return strides;
 }
 
+std::vector<runtime::IndexCheck> indexChecks(ir::FusionOp fusion) {
+  std::vector<runtime::IndexCheck> checks;
+  for (Operation &op : fusion.getBodyBlock().without_terminator()) {
+    if (auto gather = dyn_cast<ir::GatherOp>(op)) {
+      const int64_t dim = gather.getDim();
+      checks.push_back({gather.getSource().str(), dim, cast<RankedTensorType>(gather.getInput().getType()).getDimSize(dim)});
+    } else if (auto scatter = dyn_cast<ir::ScatterAddOp>(op)) {
+      const int64_t dim = scatter.getDim();
+      checks.push_back({"scatter_add", dim, cast<RankedTensorType>(scatter.getInput().getType()).getDimSize(dim)});
+    }
+  }
+  return checks;
+}
+
 std::vector<runtime::InPlace> inPlacePairs(ir::FusionOp fusion) {
   if (!ir::isElementwiseFusion(fusion))
     return {};

@@ -44,4 +44,12 @@ mlir::Value memoryRoot(mlir::Value value);
 /// branch for equal addresses (kiln-cpu-in-place-branch).
 std::vector<runtime::InPlace> inPlacePairs(kiln::ir::FusionOp fusion);
 
+/// The index checks of `fusion`'s kernel, one per kiln.gather /
+/// kiln.scatter_add of its body in body order (runtime/IndexCheck.h): the
+/// op the user called (a gather's `source`, else "scatter_add"), the
+/// indexed dim and its size. The kernel has one extra result per check,
+/// after the fusion's results: its int64 [2] status word, which the
+/// executable reads after the launch (Builder::addIndexCheck).
+std::vector<runtime::IndexCheck> indexChecks(kiln::ir::FusionOp fusion);
+
 } // namespace kiln::codegen

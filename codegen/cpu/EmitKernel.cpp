@@ -21,6 +21,8 @@
 // are never rounded; an explicit kiln.convert to bf16/f16 is (truncf +
 // extf), so `f32 -> bf16 -> f32` keeps its meaning.
 #include "CpuBackend.h"
+#include "EmitIndexing.h"
+#include "KernelAbi.h"
 
 #include <cmath>
 #include <functional>
@@ -371,6 +373,12 @@ public:
                              return nb.create<arith::MaxSIOp>(nl, a[0], a[1]);
                            });
         })
+        .Case([&](ir::GatherOp g) -> FailureOr<Value> {
+          return emitGather(b, loc, g.getDim(), operands[0], operands[1], resultType);
+        })
+        .Case([&](ir::ScatterAddOp s) -> FailureOr<Value> {
+          return emitScatterAdd(b, loc, s.getDim(), operands[0], operands[1], operands[2], resultType);
+        })
         .Default([&](Operation *other) -> FailureOr<Value> {
           return other->emitOpError("cannot be lowered inside a kiln.fusion by the CPU backend");
         });
@@ -627,6 +635,10 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
   for (auto [j, result] : llvm::enumerate(fusion.getResults()))
     argTypes.push_back(
         resultMemRefType(typeOf(result, generic ? ArrayRef<int>(generic->results[j]) : ArrayRef<int>())));
+  // One status word per index check, after the results (KernelAbi.h indexChecks).
+  const std::vector<runtime::IndexCheck> checks = indexChecks(fusion);
+  for (size_t k = 0; k < checks.size(); ++k)
+    argTypes.push_back(MemRefType::get({runtime::kIndexStatusElements}, IntegerType::get(ctx, 64)));
 
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(kernels.getBody());
@@ -687,7 +699,8 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
     values.map(arg, tensor);
   }
 
-  // Body ops, in order.
+  // Body ops, in order; an indexing op also computes its status word.
+  SmallVector<Value> statuses;
   for (Operation *op : bodyOps) {
     if (op->getNumResults() != 1)
       return op->emitOpError("expected one result inside a kiln.fusion");
@@ -698,6 +711,8 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
     if (failed(result))
       return failure();
     values.map(op->getResult(0), *result);
+    if (ir::isIndexingOp(op))
+      statuses.push_back(emitIndexStatus(b, loc, operands[1], checks[statuses.size()].size));
   }
 
   // Results: each written into its destination argument. A value that is a
@@ -721,6 +736,11 @@ static LogicalResult emitKernelImpl(ir::FusionOp fusion, const KernelGeneralizat
                                                         entry->getArgument(numInputs + numScalars + j),
                                                         /*restrict=*/true, /*writable=*/true);
   }
+  const unsigned firstStatus = numInputs + numScalars + fusion.getNumResults();
+  for (auto [k, status] : llvm::enumerate(statuses))
+    b.create<bufferization::MaterializeInDestinationOp>(loc, /*result=*/Type(), status,
+                                                        entry->getArgument(firstStatus + k),
+                                                        /*restrict=*/true, /*writable=*/true);
   b.create<func::ReturnOp>(loc);
   numberInits(func);
   return success();

@@ -217,6 +217,19 @@ bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
   case OpKind::Transpose:
     result = create(TransposeOp(), {builder_.getNamedAttr("permutation", builder_.getDenseI64ArrayAttr(node.ints))});
     break;
+  case OpKind::Gather: {
+    if (node.ints.size() != 2 || node.ints[1] < 0 || node.ints[1] > static_cast<int64_t>(IndexSource::Embedding))
+      return fail(where + ": expected ints {dim, source}");
+    const char *source = toString(static_cast<IndexSource>(node.ints[1]));
+    result = create(GatherOp(), {builder_.getNamedAttr("dim", builder_.getI64IntegerAttr(node.ints[0])),
+                                 builder_.getNamedAttr("source", builder_.getStringAttr(source))});
+    break;
+  }
+  case OpKind::ScatterAdd:
+    if (node.ints.size() != 1)
+      return fail(where + ": expected ints {dim}");
+    result = create(ScatterAddOp(), {builder_.getNamedAttr("dim", builder_.getI64IntegerAttr(node.ints[0]))});
+    break;
   case OpKind::ReduceSum:
   case OpKind::ReduceMax: {
     mlir::NamedAttribute dims = builder_.getNamedAttr("dims", builder_.getDenseI64ArrayAttr(node.ints));

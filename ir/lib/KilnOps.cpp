@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -12,6 +13,8 @@
 #include <optional>
 
 #include "kiln/ir/KilnEnums.cpp.inc"
+
+using mlir::getElementTypeOrSelf;
 
 #define GET_OP_CLASSES
 #include "kiln/ir/KilnOps.cpp.inc"
@@ -54,7 +57,8 @@ bool isElementwiseOp(mlir::Operation *op) { return categoryOf(op) == OpCategory:
 bool isReductionOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Reduction; }
 
 bool isFusibleOp(mlir::Operation *op) {
-  return mlir::isa<ConstantOp, ReshapeOp, BroadcastOp>(op) || isElementwiseOp(op) || isReductionOp(op);
+  return mlir::isa<ConstantOp, ReshapeOp, BroadcastOp>(op) || isElementwiseOp(op) || isReductionOp(op) ||
+         isIndexingOp(op);
 }
 
 bool isLayoutOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Layout; }
@@ -64,12 +68,14 @@ bool isExternOp(mlir::Operation *op) {
   return category == OpCategory::Contraction || category == OpCategory::Extern;
 }
 
+bool isIndexingOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Indexing; }
+
 bool isElementwiseFusion(mlir::Operation *op) {
   auto fusion = mlir::dyn_cast<FusionOp>(op);
   if (!fusion)
     return false;
   for (mlir::Operation &inner : fusion.getBodyBlock().without_terminator())
-    if (isReductionOp(&inner) || isLayoutOp(&inner))
+    if (isReductionOp(&inner) || isLayoutOp(&inner) || isIndexingOp(&inner))
       return false;
   return true;
 }
@@ -386,6 +392,53 @@ LogicalResult ReduceSumOp::verify() { return verifyReduce(*this, getDims(), tens
 LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
 
 //===----------------------------------------------------------------------===//
+// Indexing
+//===----------------------------------------------------------------------===//
+
+/// The shape rule of gather and scatter_add: `index` has `of`'s rank and is
+/// no larger than it in every dimension (but `dim` unless `allDims`).
+static LogicalResult verifyIndexShape(mlir::Operation *op, RankedTensorType index, RankedTensorType of,
+                                      int64_t dim, bool allDims, llvm::StringRef what) {
+  if (index.getRank() != of.getRank())
+    return op->emitOpError() << "index " << shapeString(index.getShape()) << " must have the rank of " << what << " "
+                             << shapeString(of.getShape());
+  for (int64_t d = 0; d < of.getRank(); ++d)
+    if ((allDims || d != dim) && index.getDimSize(d) > of.getDimSize(d))
+      return op->emitOpError() << "index " << shapeString(index.getShape()) << " is larger than " << what << " "
+                               << shapeString(of.getShape()) << " in dimension " << d;
+  return success();
+}
+
+static LogicalResult verifyIndexDim(mlir::Operation *op, int64_t dim, RankedTensorType input) {
+  if (dim < 0 || dim >= std::max<int64_t>(input.getRank(), 1) || input.getRank() == 0)
+    return op->emitOpError() << "dim " << dim << " is outside [0, " << input.getRank() << ") for input "
+                             << shapeString(input.getShape());
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  auto input = tensorTypeOf(getInput()), index = tensorTypeOf(getIndex());
+  if (failed(verifyIndexDim(*this, getDim(), input)))
+    return failure();
+  if (getType().getShape() != index.getShape())
+    return emitOpError() << "result " << shapeString(getType().getShape()) << " must have the index's shape "
+                         << shapeString(index.getShape());
+  if (getSource() != "gather" && getSource() != "index_select" && getSource() != "embedding")
+    return emitOpError() << "source must be \"gather\", \"index_select\" or \"embedding\", got \"" << getSource()
+                         << "\"";
+  return verifyIndexShape(*this, index, input, getDim(), /*allDims=*/false, "input");
+}
+
+LogicalResult ScatterAddOp::verify() {
+  auto input = tensorTypeOf(getInput()), index = tensorTypeOf(getIndex()), src = tensorTypeOf(getSrc());
+  if (failed(verifyIndexDim(*this, getDim(), input)))
+    return failure();
+  if (failed(verifyIndexShape(*this, index, input, getDim(), /*allDims=*/false, "input")))
+    return failure();
+  return verifyIndexShape(*this, index, src, getDim(), /*allDims=*/true, "src");
+}
+
+//===----------------------------------------------------------------------===//
 // FusionOp
 //===----------------------------------------------------------------------===//
 
@@ -418,8 +471,8 @@ LogicalResult FusionOp::verify() {
   for (mlir::Operation &op : block.without_terminator()) {
     if (!isFusibleOp(&op))
       return emitOpError() << "body may not contain '" << op.getName()
-                           << "' (only kiln.constant, elementwise ops, reductions, and kiln.reshape / kiln.broadcast "
-                              "in a row fusion)";
+                           << "' (only kiln.constant, elementwise ops, reductions, kiln.gather, kiln.scatter_add, "
+                              "and kiln.reshape / kiln.broadcast in a row fusion)";
     ops.push_back(&op);
   }
   if (isRowFusionBody(block)) {

@@ -45,9 +45,11 @@ namespace kiln::passes {
 namespace kiln::passes {
 namespace {
 
-/// Ops that can be grouped: elementwise ops and reductions (not constants,
-/// which are cloned into the fusions that use them).
-static bool isComputeOp(mlir::Operation *op) { return ir::isElementwiseOp(op) || ir::isReductionOp(op); }
+/// Ops that can be grouped: elementwise ops, reductions and the indexing
+/// ops (not constants, which are cloned into the fusions that use them).
+static bool isComputeOp(mlir::Operation *op) {
+  return ir::isElementwiseOp(op) || ir::isReductionOp(op) || ir::isIndexingOp(op);
+}
 
 static llvm::ArrayRef<int64_t> shapeOf(mlir::Value value) {
   return mlir::cast<mlir::RankedTensorType>(value.getType()).getShape();
@@ -216,6 +218,8 @@ private:
     unsigned count = 0;
     llvm::SmallVector<int> all;
     for (int node : nodes) {
+      if (llvm::any_of(members[node], [&](int i) { return ir::isIndexingOp(ops[i]); }))
+        return false; // a row kernel's loop nest has no indexing ops
       count += computeOps(node);
       all.append(members[node].begin(), members[node].end());
     }
@@ -242,9 +246,29 @@ private:
     return true;
   }
 
+  /// True if a kiln.scatter_add is among the members of `node`.
+  bool hasScatter(int node) {
+    return llvm::any_of(members[node], [&](int i) { return mlir::isa<ir::ScatterAddOp>(ops[i]); });
+  }
+
+  /// True if a kiln.gather of `node` reads its input (the table it reads at
+  /// data-dependent positions) from a member of `other`.
+  bool gathersFrom(int node, int other) {
+    return llvm::any_of(members[node], [&](int i) {
+      auto gather = mlir::dyn_cast<ir::GatherOp>(ops[i]);
+      mlir::Operation *producer = gather ? gather.getInput().getDefiningOp() : nullptr;
+      return producer && nodeOf(producer) == other;
+    });
+  }
+
+  /// Indexing rules: a scatter_add is a kernel of its own (a sequential
+  /// loop nest), and the producer of a gather's table never joins the
+  /// gather (the table is read at any position, not in the loop nest).
+  bool indexingAllows(int a, int b) { return !hasScatter(a) && !hasScatter(b) && !gathersFrom(a, b) && !gathersFrom(b, a); }
+
   /// Merges group `b` into group `a` if the rules allow it.
   bool tryMerge(int a, int b) {
-    if (a == b || !isGroup(a) || !isGroup(b))
+    if (a == b || !isGroup(a) || !isGroup(b) || !indexingAllows(a, b))
       return false;
     if (members[a].size() + members[b].size() > options.maxOps)
       return false;

@@ -235,10 +235,25 @@ std::vector<int> LaunchExecutable::Builder::addKernel(std::string name, KernelHa
   launch->in_place = std::move(in_place);
   launch->operands = std::move(operands);
   exe_->launches_.push_back(launch);
+  last_kernel_ = launch;
   for (SlotType &t : results)
     if (addProduced(std::move(t), launch) < 0)
       return {};
   return launch->results;
+}
+
+void LaunchExecutable::Builder::addIndexCheck(int status, IndexCheck check) {
+  if (!checkSlot(status, "index check"))
+    return;
+  const SlotType &t = type(status);
+  const std::shared_ptr<Launch> &last = last_kernel_;
+  if (t.dtype != DType::Int64 || t.sizes != std::vector<int64_t>{kIndexStatusElements} || !last ||
+      exe_->launches_.back() != last || std::find(last->results.begin(), last->results.end(), status) == last->results.end()) {
+    fail("index check: slot " + std::to_string(status) + " (" + slot_type_str(t) +
+         ") is not an int64 [2] result of the last kernel added");
+    return;
+  }
+  last->checks.emplace_back(status, std::move(check));
 }
 
 void LaunchExecutable::Builder::setDevice(Device device) { exe_->device_ = device; }

@@ -22,6 +22,7 @@ struct LaunchExecutable::Launch {
   Conv2dParams conv;                     ///< Conv only
   MaxPoolOp pool_op = MaxPoolOp::Forward; ///< MaxPool only
   Pool2dParams pool;                     ///< MaxPool only
+  std::vector<std::pair<int, IndexCheck>> checks; ///< Kernel only: status slot, what it checks (addIndexCheck)
 };
 
 namespace detail {

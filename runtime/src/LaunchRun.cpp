@@ -5,6 +5,8 @@
 // convention, GEMM library or host copy is used here (runtime/src/cpu/).
 #include "LaunchInternal.h"
 
+#include <cstring>
+
 #include <exception>
 #include <string>
 
@@ -280,6 +282,22 @@ bool LaunchExecutable::usesDonatingPlan(const std::vector<TensorView> &inputs) c
   return ok;
 }
 
+bool LaunchExecutable::checkIndices(const Launch &l, RunState &state, std::string *error) const {
+  for (const auto &[slot, check] : l.checks) {
+    int64_t status[kIndexStatusElements] = {0, 0};
+    const TensorView &v = state.values[slot];
+    state.stream.synchronize();
+    if (state.backend.host_accessible()) {
+      std::memcpy(status, v.data(), sizeof(status));
+    } else {
+      state.backend.copy(status, kCPU, v.data(), device_, sizeof(status));
+    }
+    if (status[0] != 0)
+      return set_error(error, kIndexErrorPrefix + index_error(check, status[1]));
+  }
+  return true;
+}
+
 std::vector<TensorView> LaunchExecutable::run_donating(const std::vector<TensorView> &inputs, std::string *error,
                                                        const RunHooks *hooks) const {
   return runWith(inputs, usesDonatingPlan(inputs), error, hooks);
@@ -306,7 +324,7 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
   for (size_t i = 0; i < launches_.size(); ++i) {
     const Launch &l = *launches_[i];
     const double start_us = profiling ? profiler.now_us() : 0.0;
-    if (!runLaunch(l, state, error))
+    if (!runLaunch(l, state, error) || !checkIndices(l, state, error))
       return {};
     if (profiling && (l.kind == LaunchKind::Kernel || l.kind == LaunchKind::Gemm || l.kind == LaunchKind::Copy ||
                       l.kind == LaunchKind::Conv || l.kind == LaunchKind::MaxPool))

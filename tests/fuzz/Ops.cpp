@@ -718,13 +718,13 @@ std::vector<OpDef> build_ops() {
                     },
                     0.5});
   // -- indexing
-  t.push_back(OpDef{"index_select", true, make_index_select,
+  t.push_back(OpDef{"index_select", false, make_index_select,
                     [](const Op &op, const std::vector<Tensor> &in) { return index_select(in[0], op.ints[0], in[1]); },
                     [](const Op &op, const std::vector<std::string> &n) {
                       return "index_select(" + n[0] + ", " + std::to_string(op.ints[0]) + ", " + n[1] + ")";
                     },
                     0.6});
-  t.push_back(OpDef{"gather", true, make_gather,
+  t.push_back(OpDef{"gather", false, make_gather,
                     [](const Op &op, const std::vector<Tensor> &in) { return gather(in[0], op.ints[0], in[1]); },
                     [](const Op &op, const std::vector<std::string> &n) {
                       return "gather(" + n[0] + ", " + std::to_string(op.ints[0]) + ", " + n[1] + ")";

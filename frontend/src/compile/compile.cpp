@@ -11,6 +11,7 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/runtime/Profiler.h"
+#include "compile/run_error.h"
 
 namespace kiln {
 
@@ -266,7 +267,7 @@ std::vector<Tensor> CompiledModule::run_artifact(const std::shared_ptr<Artifact>
   const double start_us = profiler.now_us();
   auto results = artifact->graph.forward->run(primals, &error);
   profiler.record("forward " + name(), "step", start_us, profiler.now_us() - start_us);
-  KILN_CHECK(error.empty(), "kiln::compile: compiled forward failed: ", error);
+  compile_detail::check_run(error, "forward");
   const int nfo = artifact->graph.num_forward_outputs;
   // Forward outputs: the call's outputs, then the new values of mutated
   // buffers (written back below), then what backward saves.

@@ -12,6 +12,7 @@
 #include "compile/artifact.h"
 #include "kiln/ops.h"
 #include "kiln/runtime/Profiler.h"
+#include "compile/run_error.h"
 
 namespace kiln::compile_detail {
 
@@ -56,7 +57,7 @@ struct CompiledBackward : autograd::Node {
     auto grads = donate ? artifact->graph.backward->run_donating(args, &error)
                         : artifact->graph.backward->run(args, &error);
     profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);
-    KILN_CHECK(error.empty(), "kiln::compile: compiled backward failed: ", error);
+    compile_detail::check_run(error, "backward");
     TensorList out;
     for (size_t i = 0; i < grads.size(); ++i) out.push_back(reached(grad_outputs, i) ? from_view(grads[i]) : Tensor());
     if (eager_backward && needs_eager_backward(grad_outputs, out)) return eager_backward(grad_outputs);

@@ -9,6 +9,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "nn/conv_internal.h"
+#include "ops/gather.h"
 
 namespace kiln::compile_detail {
 
@@ -76,6 +77,8 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
   case ir::OpKind::MaxPool2dIndices:
   case ir::OpKind::MaxPool2dBackward:
   case ir::OpKind::MaxPool2dGather: return run_conv_node(n, in, result);
+  case ir::OpKind::Gather: return detail::gather_as(in[0], n.ints[0], in[1], static_cast<ir::IndexSource>(n.ints[1]));
+  case ir::OpKind::ScatterAdd: return scatter_add(in[0], n.ints[0], in[1], in[2]);
   }
   throw Error(std::string("kiln::compile: graph-break segment: cannot replay op ") + ir::toString(n.kind));
 }

@@ -11,6 +11,7 @@
 #include "compile/replay.h"
 #include "kiln/ops.h"
 #include "kiln/runtime/Profiler.h"
+#include "compile/run_error.h"
 
 namespace kiln {
 
@@ -143,7 +144,7 @@ void CompiledModule::run_segment(const Segment &segment, SegmentCall &call) {
   const double start_us = profiler.now_us();
   auto results = artifact.graph.forward->run(primals, &error);
   profiler.record("segment " + name(), "step", start_us, profiler.now_us() - start_us);
-  KILN_CHECK(error.empty(), "kiln::compile: compiled segment failed: ", error);
+  compile_detail::check_run(error, "segment");
   {
     NoGradGuard no_grad;
     for (size_t k = 0; k < call.holders.size(); ++k) assign_value(call.holders[k], from_view(results[k]));

@@ -1,10 +1,11 @@
-// embedding (a row lookup through index_select) and dropout (a Philox mask
+// embedding (a row lookup: a gather whose errors name embedding) and dropout (a Philox mask
 // that can be replayed from the generator's (seed, offset)).
 #include <cstring>
 
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
 #include "kiln/random.h"
+#include "../ops/gather.h"
 #include "../ops/kernels.h"
 #include "../trace.h"
 
@@ -40,20 +41,14 @@ Tensor embedding(const Tensor &input, const Tensor &weight) {
              input.defined() ? dtype_name(input.dtype()) : "undefined");
   KILN_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got ",
              weight.defined() ? shape_str(weight.sizes()) : std::string("undefined"));
-  const int64_t v = weight.size(0);
-  for (int64_t i : input.to(kInt64).to_vector<int64_t>())
-    KILN_CHECK(i >= 0 && i < v, "embedding: index ", i, " is out of range for a table of ", v,
-               " embeddings (expected 0..", v - 1, ")");
   Shape out_shape = input.sizes();
   out_shape.push_back(weight.size(1));
-  if (trace::active()) {
-    // Capture form: one_hot(input) @ weight gives the same rows and the same
-    // gradient (a scatter-add of the output gradient) with ops the compiler
-    // fuses; the index range is checked when the graph is traced only.
-    Tensor one_hot = eq(input.to(kInt64).reshape({-1, 1}), arange(v, kInt64, input.device()).unsqueeze(0)).to(weight.dtype());
-    return one_hot.matmul(weight).reshape(out_shape);
-  }
-  return index_select(weight, 0, input.reshape({-1})).reshape(out_shape);
+  // A gather of whole rows: the index of each row broadcast over the
+  // embedding dim. Its range check names embedding, in eager and in every
+  // compiled call (kiln.gather ... as "embedding").
+  const int64_t n = input.numel();
+  Tensor rows = input.to(kInt64).reshape({n, 1}).expand({n, weight.size(1)});
+  return kiln::detail::gather_as(weight, 0, rows, ir::IndexSource::Embedding).reshape(out_shape);
 }
 
 Tensor dropout(const Tensor &x, double p, bool training) {

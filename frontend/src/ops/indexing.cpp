@@ -3,15 +3,19 @@
 //
 // gather/scatter_add/cat are primitive kernels; index_select, stack, split and
 // chunk are compositions (gather, cat, narrow), so they need no backward of
-// their own. Pure data movement (gather, cat) copies elements bytewise and so
+// their own. gather and scatter_add are captured (kiln.gather,
+// kiln.scatter_add) and their indices checked on every compiled call. Pure data movement (gather, cat) copies elements bytewise and so
 // works for every dtype without a float32 round trip; scatter_add adds, so
 // float16/bfloat16 are widened to float32 around its kernel.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
+#include "kiln/runtime/IndexCheck.h"
 #include "dispatch.h"
+#include "gather.h"
 #include "kernels.h"
 #include "shape_utils.h"
 #include "../trace.h"
@@ -60,15 +64,16 @@ Shape strides_without(const Tensor &t, int64_t dim) {
   return s;
 }
 
-/// Reads index[k] and throws naming `op` when outside [0, size).
+/// Reads index[k] and throws naming `op` when outside [0, size), with the
+/// message compiled calls raise (runtime::index_error).
 int64_t checked_index(const int64_t *p, int64_t k, int64_t size, int64_t dim, const char *op) {
   const int64_t v = p[k];
-  KILN_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", size);
+  KILN_CHECK(v >= 0 && v < size, runtime::index_error({op, dim, size}, v));
   return v;
 }
 
 /// The kernel of gather: out (contiguous, index's shape) = a[.., index, ..].
-void gather_kernel(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &out) {
+void gather_kernel(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &out, const char *op) {
   const size_t item = itemsize(a.dtype());
   const char *pa = kernels::storage_base(a);
   const int64_t *pi = reinterpret_cast<const int64_t *>(kernels::storage_base(index));
@@ -79,7 +84,7 @@ void gather_kernel(const Tensor &a, int64_t dim, const Tensor &index, const Tens
   kernels::for_each_row<2>(index.sizes(), {&sa, &index.strides()}, {a.storage_offset(), index.storage_offset()},
                            [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
                              for (int64_t i = 0; i < n; ++i, ++w) {
-                               const int64_t k = checked_index(pi, off[1] + i * st[1], size, dim, "gather");
+                               const int64_t k = checked_index(pi, off[1] + i * st[1], size, dim, op);
                                std::memcpy(po + w * item, pa + (off[0] + i * st[0] + k * step) * item, item);
                              }
                            });
@@ -136,13 +141,15 @@ enum class Ix { Gather, ScatterAdd, CopyRegion };
 
 /// Gather: out = x[.., index, ..] along `arg` (the dim). ScatterAdd:
 /// out[.., index, ..] += x along `arg`. CopyRegion: x into the region of
-/// out starting `arg` elements in (index undefined). One device, out contiguous.
-using IndexKernel = void(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out);
+/// out starting `arg` elements in (index undefined). One device, out
+/// contiguous. `name`: the op an out-of-range index error names.
+using IndexKernel = void(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out,
+                         const char *name);
 dispatch::DispatchStub<IndexKernel> index_stub("indexing");
 
-void index_cpu(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out) {
+void index_cpu(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out, const char *name) {
   switch (op) {
-  case Ix::Gather: gather_kernel(x, arg, index, out); break;
+  case Ix::Gather: gather_kernel(x, arg, index, out, name); break;
   case Ix::ScatterAdd:
     kernels::dispatch(out.dtype(), "scatter_add", [&](auto zero) {
       scatter_add_kernel<decltype(zero)>(out, arg, index, x);
@@ -203,15 +210,21 @@ Shape cat_shape(const std::vector<Tensor> &ts, int64_t *dim, std::vector<Tensor>
 
 }  // namespace
 
-Tensor gather(const Tensor &a, int64_t dim_in, const Tensor &index) {
-  trace::GraphBreak graph_break("gather");  // not capturable: runs eagerly between compiled segments
-  check_input(a, "gather", "input");
-  check_index_dtype(index, "gather");
-  const int64_t dim = wrap_dim(dim_in, a.dim(), "gather");
-  check_index_shape(index, a, dim, /*all_dims=*/false, "gather", "input");
-  const Device device = dispatch::common_device("gather", {&a, &index});
+namespace detail {
+
+Tensor gather_as(const Tensor &a, int64_t dim_in, const Tensor &index, ir::IndexSource source) {
+  const char *op = ir::toString(source);
+  // A 0-d gather has no dialect form (kiln.gather indexes a dimension).
+  std::optional<trace::GraphBreak> graph_break;
+  if (a.defined() && a.dim() == 0) graph_break.emplace("gather");
+  check_input(a, op, "input");
+  check_index_dtype(index, op);
+  const int64_t dim = wrap_dim(dim_in, a.dim(), op);
+  check_index_shape(index, a, dim, /*all_dims=*/false, op, "input");
+  const Device device = dispatch::common_device(op, {&a, &index});
   Tensor out = Tensor::empty(index.sizes(), a.dtype(), device);
-  index_stub("gather", device.type, Ix::Gather, a, index, dim, out);
+  if (!trace::skip_compute()) index_stub(op, device.type, Ix::Gather, a, index, dim, out, op);
+  trace::record(ir::OpKind::Gather, {a, index}, out, trace::Attrs{{dim, static_cast<int64_t>(source)}});
   if (autograd::any_requires_grad({a})) {
     const Shape in_shape = a.sizes();
     autograd::record(out, "GatherBackward", {a}, {index},
@@ -222,8 +235,15 @@ Tensor gather(const Tensor &a, int64_t dim_in, const Tensor &index) {
   return out;
 }
 
+}  // namespace detail
+
+Tensor gather(const Tensor &a, int64_t dim, const Tensor &index) {
+  return detail::gather_as(a, dim, index, ir::IndexSource::Gather);
+}
+
 Tensor scatter_add(const Tensor &a, int64_t dim_in, const Tensor &index, const Tensor &src) {
-  trace::GraphBreak graph_break("scatter_add");  // not capturable: runs eagerly between compiled segments
+  std::optional<trace::GraphBreak> graph_break;  // a 0-d scatter_add has no dialect form
+  if (a.defined() && a.dim() == 0) graph_break.emplace("scatter_add");
   check_input(a, "scatter_add", "input");
   check_input(src, "scatter_add", "src");
   check_index_dtype(index, "scatter_add");
@@ -238,13 +258,15 @@ Tensor scatter_add(const Tensor &a, int64_t dim_in, const Tensor &index, const T
   Tensor x = a.to(compute), y = src.to(compute);
   Tensor out = Tensor::empty(a.sizes(), compute, device);
   kernels::copy_into_contiguous(x, out);
-  index_stub("scatter_add", device.type, Ix::ScatterAdd, y, index, dim, out);
+  if (!trace::skip_compute()) index_stub("scatter_add", device.type, Ix::ScatterAdd, y, index, dim, out, "scatter_add");
+  trace::record(ir::OpKind::ScatterAdd, {x, index, y}, out, trace::Attrs{{dim}});
   if (autograd::any_requires_grad({x, y})) {
     const Shape src_shape = src.sizes();
     autograd::record(out, "ScatterAddBackward", {x, y}, {index},
                      [dim, src_shape](const TensorList &g, const TensorList &s) -> TensorList {
                        // Positions of src not named by index get no gradient.
-                       return {g[0], pad_to(gather(g[0], dim, s[0]), src_shape)};
+                       Tensor gs = gather(g[0], dim, s[0]);
+                       return {g[0], gs.sizes() == src_shape ? gs : pad_to(gs, src_shape)};
                      });
   }
   return compute != a.dtype() ? out.to(a.dtype()) : out;
@@ -259,15 +281,12 @@ Tensor index_select(const Tensor &a, int64_t dim_in, const Tensor &index) {
   const int64_t dim = wrap_dim(dim_in, a.dim(), "index_select");
   if (a.dim() == 0) return index_select(a.reshape({1}), 0, index).reshape({});
   Tensor idx = index.to(kInt64).reshape({-1});
-  const int64_t size = a.size(dim);
-  for (int64_t v : idx.to_vector<int64_t>())
-    KILN_CHECK(v >= 0 && v < size, "index_select: index ", v, " is out of bounds for dimension ", dim,
-               " with size ", size);
-  // out = gather(a, dim, index broadcast along every other dim).
+  // out = gather(a, dim, index broadcast along every other dim); the gather
+  // checks the range (in eager and in every compiled call).
   Shape line(a.dim(), 1), out_shape = a.sizes();
   line[dim] = idx.numel();
   out_shape[dim] = idx.numel();
-  return gather(a, dim, idx.reshape(line).expand(out_shape));
+  return detail::gather_as(a, dim, idx.reshape(line).expand(out_shape), ir::IndexSource::IndexSelect);
 }
 
 Tensor slice(const Tensor &a, int64_t dim_in, int64_t start, int64_t end, int64_t step) {
@@ -311,7 +330,7 @@ Tensor cat(const std::vector<Tensor> &tensors, int64_t dim) {
   Shape lengths;
   int64_t offset = 0;
   for (const Tensor &t : inputs) {
-    index_stub("cat", device.type, Ix::CopyRegion, t, Tensor(), offset * out.stride(dim), out);
+    index_stub("cat", device.type, Ix::CopyRegion, t, Tensor(), offset * out.stride(dim), out, "cat");
     lengths.push_back(t.size(dim));
     offset += t.size(dim);
   }

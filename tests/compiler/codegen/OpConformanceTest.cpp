@@ -181,6 +181,34 @@ OpCase max_pool2d_moves(OpKind kind) {
   return {m.done({out}), {values(252, 40), values(scatter ? 168 : 252, 41)}};
 }
 
+/// An int64 index of `shape` holding `values` (a float32 input converted
+/// in the graph: the case inputs are float32 data).
+int index_input(GraphMaker &m, const Shape &shape) {
+  return m.node(OpKind::Convert, {m.input(shape)}, shape, ElementType::I64);
+}
+
+/// gather along dim 0 with a repeated index, then a pointwise consumer
+/// (fused with the gather), and along dim 1.
+OpCase gather() {
+  GraphMaker m;
+  int x = m.input({4, 3});
+  int i0 = index_input(m, {2, 3}), i1 = index_input(m, {4, 2});
+  int g0 = m.node(OpKind::Gather, {x, i0}, {2, 3}, ElementType::F32, [](ir::Node &n) { n.ints = {0, 0}; });
+  int g1 = m.node(OpKind::Gather, {x, i1}, {4, 2}, ElementType::F32, [](ir::Node &n) { n.ints = {1, 2}; });
+  return {m.done({m.same(OpKind::Exp, {g0}), g1}),
+          {values(12, 20), {3, 0, 3, 1, 1, 2}, {2, 0, 1, 1, 0, 0, 2, 2}}};
+}
+
+/// scatter_add along dim 0 with repeated indices (they accumulate).
+OpCase scatter_add() {
+  GraphMaker m;
+  int x = m.input({4, 3});
+  int i = index_input(m, {3, 3});
+  int src = m.input({3, 3});
+  int r = m.node(OpKind::ScatterAdd, {x, i, src}, {4, 3}, ElementType::F32, [](ir::Node &n) { n.ints = {0}; });
+  return {m.done({r}), {values(12, 21), {1, 1, 3, 1, 0, 3, 1, 2, 3}, values(9, 22)}};
+}
+
 /// The cases, by op kind name (Ops.def's Kind column).
 const std::map<std::string, std::vector<CaseBuilder>> &cases() {
   static const std::map<std::string, std::vector<CaseBuilder>> all = {
@@ -216,6 +244,8 @@ const std::map<std::string, std::vector<CaseBuilder>> &cases() {
       {"MaxPool2dIndices", {max_pool2d_indices}},
       {"MaxPool2dBackward", {[] { return max_pool2d_moves(OpKind::MaxPool2dBackward); }}},
       {"MaxPool2dGather", {[] { return max_pool2d_moves(OpKind::MaxPool2dGather); }}},
+      {"Gather", {gather}},
+      {"ScatterAdd", {scatter_add}},
   };
   return all;
 }

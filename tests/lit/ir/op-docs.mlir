@@ -87,6 +87,14 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.fusion
 
+// CHECK-LABEL: ### `kiln.gather`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.gather
+
 // CHECK-LABEL: ### `kiln.log`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -166,6 +174,14 @@
 // CHECK-EMPTY:
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.rsqrt
+
+// CHECK-LABEL: ### `kiln.scatter_add`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.scatter_add
 
 // CHECK-LABEL: ### `kiln.select`
 // CHECK-EMPTY:

@@ -191,3 +191,14 @@ func.func @int_and_rank3_layout(%a: tensor<2x3x4xi64>, %b: tensor<2x4x5xi64>) ->
   %2 = kiln.reduce_max %a [2] : tensor<2x3x4xi64> -> tensor<2x3xi64>
   return %0, %1, %2 : tensor<4x2x3xi64>, tensor<2x3x5xi64>, tensor<2x3xi64>
 }
+
+// CHECK-LABEL: func.func @indexing
+func.func @indexing(%w: tensor<50x8xf32>, %i: tensor<6x8xi64>, %g: tensor<6x8xf32>, %b: tensor<4x3xbf16>, %j: tensor<4x2xi64>) -> (tensor<6x8xf32>, tensor<50x8xf32>, tensor<4x2xbf16>) {
+  // CHECK: kiln.gather %{{.*}}[%{{.*}}] dim = 0 as "embedding" : tensor<50x8xf32>, tensor<6x8xi64> -> tensor<6x8xf32>
+  %0 = kiln.gather %w[%i] dim = 0 as "embedding" : tensor<50x8xf32>, tensor<6x8xi64> -> tensor<6x8xf32>
+  // CHECK: kiln.scatter_add %{{.*}}[%{{.*}}], %{{.*}} dim = 0 : tensor<50x8xf32>, tensor<6x8xi64>, tensor<6x8xf32>
+  %1 = kiln.scatter_add %w[%i], %g dim = 0 : tensor<50x8xf32>, tensor<6x8xi64>, tensor<6x8xf32>
+  // CHECK: kiln.gather %{{.*}}[%{{.*}}] dim = 1 as "gather" : tensor<4x3xbf16>, tensor<4x2xi64> -> tensor<4x2xbf16>
+  %2 = kiln.gather %b[%j] dim = 1 as "gather" : tensor<4x3xbf16>, tensor<4x2xi64> -> tensor<4x2xbf16>
+  return %0, %1, %2 : tensor<6x8xf32>, tensor<50x8xf32>, tensor<4x2xbf16>
+}

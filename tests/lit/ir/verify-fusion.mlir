@@ -135,7 +135,7 @@ func.func @fusion_yield_second_element(%a: tensor<4xf32>) -> (tensor<4xf32>, ten
 
 // GEMMs run on a library, never inside a generated kernel.
 func.func @fusion_matmul(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.matmul' (only kiln.constant, elementwise ops, reductions, and kiln.reshape / kiln.broadcast in a row fusion)}}
+  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.matmul' (only kiln.constant, elementwise ops, reductions, kiln.gather, kiln.scatter_add, and kiln.reshape / kiln.broadcast in a row fusion)}}
   %r = kiln.fusion "fusion_0" (%a) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
   ^bb0(%x: tensor<4x4xf32>):
     %m = kiln.matmul %x, %x : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
@@ -148,7 +148,7 @@ func.func @fusion_matmul(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
 
 // Layout ops are views outside fusions, not kernel ops.
 func.func @fusion_transpose(%a: tensor<4x8xf32>) -> tensor<8x4xf32> {
-  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.transpose' (only kiln.constant, elementwise ops, reductions, and kiln.reshape / kiln.broadcast in a row fusion)}}
+  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.transpose' (only kiln.constant, elementwise ops, reductions, kiln.gather, kiln.scatter_add, and kiln.reshape / kiln.broadcast in a row fusion)}}
   %r = kiln.fusion "fusion_0" (%a) : (tensor<4x8xf32>) -> tensor<8x4xf32> {
   ^bb0(%x: tensor<4x8xf32>):
     %t = kiln.transpose %x [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
@@ -160,7 +160,7 @@ func.func @fusion_transpose(%a: tensor<4x8xf32>) -> tensor<8x4xf32> {
 // -----
 
 func.func @fusion_nested(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.fusion' (only kiln.constant, elementwise ops, reductions, and kiln.reshape / kiln.broadcast in a row fusion)}}
+  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.fusion' (only kiln.constant, elementwise ops, reductions, kiln.gather, kiln.scatter_add, and kiln.reshape / kiln.broadcast in a row fusion)}}
   %r = kiln.fusion "fusion_0" (%a) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     %i = kiln.fusion "fusion_1" (%x) : (tensor<4xf32>) -> tensor<4xf32> {
@@ -207,7 +207,7 @@ func.func @yield_outside(%a: tensor<4xf32>) {
 
 // The fusion verifier sees the first kiln.yield as a non-fusible body op.
 func.func @yield_not_last(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.yield' (only kiln.constant, elementwise ops, reductions, and kiln.reshape / kiln.broadcast in a row fusion)}}
+  // expected-error @+1 {{'kiln.fusion' op body may not contain 'kiln.yield' (only kiln.constant, elementwise ops, reductions, kiln.gather, kiln.scatter_add, and kiln.reshape / kiln.broadcast in a row fusion)}}
   %r = kiln.fusion "fusion_0" (%a) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     kiln.yield %x : tensor<4xf32>

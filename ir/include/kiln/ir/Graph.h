@@ -24,6 +24,24 @@ enum class ElementType { F32, F16, BF16, I64, Bool, F64, I32 };
 /// Comparison predicates for OpKind::Compare (ordered float / signed int).
 enum class Predicate { EQ, NE, LT, LE, GT, GE };
 
+/// The user-facing op a Gather node was traced from (Node::ints[1]): its
+/// out-of-range error names that op, in eager and in every compiled call.
+enum class IndexSource { Gather, IndexSelect, Embedding };
+
+/// "gather", "index_select", "embedding" (inline: the eager library, which
+/// links no ir/ library, names its errors with it).
+inline const char *toString(IndexSource source) {
+  switch (source) {
+  case IndexSource::Gather:
+    return "gather";
+  case IndexSource::IndexSelect:
+    return "index_select";
+  case IndexSource::Embedding:
+    return "embedding";
+  }
+  return "<unknown IndexSource>";
+}
+
 /// A tensor value: static shape and element type.
 struct Value {
   std::vector<int64_t> shape;
@@ -35,7 +53,7 @@ struct Node {
   OpKind kind;
   std::vector<int> operands;
   int result = -1;
-  std::vector<int64_t> ints;  ///< permutation (Transpose), dims (Reduce*), conv/pool attributes (Ops.def)
+  std::vector<int64_t> ints;  ///< permutation (Transpose), dims (Reduce*), conv/pool attributes, {dim, IndexSource} (Gather), {dim} (ScatterAdd) (Ops.def)
   bool keepdim = false;       ///< Reduce*
   double scalar = 0.0;        ///< Constant value; Pow exponent
   Predicate predicate = Predicate::EQ;  ///< Compare

@@ -54,6 +54,11 @@ bool isLayoutOp(mlir::Operation *op);
 /// max pool ops): GEMM-like costs to recompute, results never fused into.
 bool isExternOp(mlir::Operation *op);
 
+/// True for the ops that address memory through an index tensor (category
+/// Indexing in Ops.def: kiln.gather, kiln.scatter_add). Their kernels check
+/// every index (codegen's indexChecks) and never run in place or row-split.
+bool isIndexingOp(mlir::Operation *op);
+
 /// The loop nest of a **row fusion** (Inductor's persistent reduction): the
 /// iteration space `shape` = [R_0..R_{rows-1}, C_0..] whose trailing dims
 /// (from `rows` on) every reduction reduces, so each row is an independent

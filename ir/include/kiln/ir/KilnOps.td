@@ -419,6 +419,67 @@ def Kiln_MaxPool2dGatherOp : Kiln_PoolIndexOp<"max_pool2d_gather",
     "%2 = kiln.max_pool2d_gather %0, %1 : tensor<2x3x8x8xf32>, tensor<2x3x4x4xi64> -> tensor<2x3x4x4xf32>">;
 
 //===----------------------------------------------------------------------===//
+// Indexing (addresses read from an int64 index tensor)
+//===----------------------------------------------------------------------===//
+
+def Kiln_GatherOp : Kiln_Op<"gather", [Pure,
+    AllElementTypesMatch<["input", "result"]>]> {
+  let summary = "gathers elements along a dimension through an index tensor";
+  let description = [{
+    `result[i_0, .., i_n] = input[i_0, .., index[i_0, .., i_n], .., i_n]`
+    with the index in dimension `dim` (as `torch.gather`): the result has
+    the index's shape, `index` has the input's rank and is no larger than
+    the input in every dimension but `dim`. index_select and embedding are
+    gathers with an index broadcast along the other dims. Every index is
+    checked on every call: one outside `[0, input.shape[dim])` makes the
+    call fail with a kiln::Error naming `source` (the op the user called:
+    gather, index_select or embedding), the index and the valid range.
+    Inside a kiln.fusion it is a producer over its result shape (pointwise
+    consumers fuse); the producer of `input` never joins it.
+
+    Example:
+
+    ```mlir
+    %2 = kiln.gather %w[%i] dim = 0 as "embedding" : tensor<50x8xf32>, tensor<6x8xi64> -> tensor<6x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$input, StaticShapeTensorOf<[I64]>:$index, I64Attr:$dim, StrAttr:$source);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $input `[` $index `]` `dim` `=` $dim `as` $source attr-dict `:` type($input) `,` type($index) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure,
+    AllTypesMatch<["input", "result"]>, AllElementTypesMatch<["input", "src"]>]> {
+  let summary = "adds elements into a tensor at positions read from an index tensor";
+  let description = [{
+    `result = input`, then for every position `p` of `index` in row-major
+    order: `result[p_0, .., index[p], .., p_n] += src[p]` with the index in
+    dimension `dim` (as `torch.scatter_add`). Deterministic: a repeated
+    index accumulates its sources in that fixed order (one sequential loop
+    nest, never a racy parallel loop). `index` has the input's rank, is no
+    larger than `src` in any dimension and no larger than the input in any
+    but `dim`. The backward of kiln.gather; a kernel of its own. Indices
+    are checked on every call as kiln.gather's (source "scatter_add").
+
+    Example:
+
+    ```mlir
+    %3 = kiln.scatter_add %z[%i], %g dim = 0 : tensor<50x8xf32>, tensor<6x8xi64>, tensor<6x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, StaticShapeTensorOf<[I64]>:$index, Kiln_NumericTensor:$src,
+                       I64Attr:$dim);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $index `]` `,` $src `dim` `=` $dim attr-dict `:` type($input) `,` type($index) `,` type($src)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 
@@ -431,8 +492,8 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [Pure, IsolatedFromAbove,
     the results. `kernel` is the kernel's symbol, unique per module
     (`fusion_0`, `fusion_1`, ...). The body may hold only kiln.constant,
     elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt,
-    tanh, abs, sin, cos, pow, compare, select, convert), kiln.reduce_sum and
-    kiln.reduce_max.
+    tanh, abs, sin, cos, pow, compare, select, convert), kiln.reduce_sum,
+    kiln.reduce_max, kiln.gather and kiln.scatter_add (alone in its fusion).
 
     Example:
 

@@ -30,6 +30,7 @@ enum class OpCategory {
   Layout,      ///< transpose/broadcast/reshape: a view at execution time
   Creation,    ///< a splat constant
   Extern,      ///< conv / pool: one library (oneDNN) launch, not fused, like a GEMM
+  Indexing,    ///< gather / scatter_add: addresses read from an index tensor (checked on every call)
 };
 
 /// How many FLOPs one execution counts (remat's and partition's model; the

@@ -60,6 +60,7 @@
 
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/Executable.h"
+#include "kiln/runtime/IndexCheck.h"
 #include "kiln/runtime/MemoryPlan.h"
 
 namespace kiln::runtime {
@@ -149,6 +150,7 @@ private:
   void allocatePlanned(RunState &state, int64_t arena_bytes) const;
   TensorView &materialize(RunState &state, int slot) const;
   bool runLaunch(const Launch &l, RunState &state, std::string *error) const;
+  bool checkIndices(const Launch &l, RunState &state, std::string *error) const;
   void runKernel(const Launch &l, RunState &state) const;
   void runExtern(const Launch &l, RunState &state) const;
   void bindView(const Launch &l, RunState &state) const;
@@ -255,6 +257,13 @@ public:
   int addReshape(int base, std::vector<int64_t> sizes);
   /// A fresh contiguous copy of `src`.
   int addCopy(int src);
+  /// After the launch that produced `status` (a kernel result of type
+  /// int64 [2], an index check's status word, IndexCheck.h) the run reads
+  /// it; when an index was out of range the run fails with
+  /// kIndexErrorPrefix + index_error(check, index). Read on the host
+  /// directly when the backend is host accessible, else through a copy
+  /// (which waits for the stream).
+  void addIndexCheck(int status, IndexCheck check);
   /// A constant known when the executable is built: a contiguous tensor of
   /// `type` whose bytes are `data` (nbytes(type) of them, copied). Used for
   /// the runtime scalars of shape-generic kernels (e.g. a mean's 1/N when N
@@ -288,6 +297,7 @@ private:
   void orderOutputsByReadiness();
 
   std::shared_ptr<LaunchExecutable> exe_;
+  std::shared_ptr<Launch> last_kernel_; ///< the last addKernel's launch (addIndexCheck attaches to it)
   std::vector<std::pair<int, std::vector<unsigned char>>> constant_bytes_; ///< slot, host bytes (finish copies them)
   std::vector<std::vector<int64_t>> static_strides_; // empty when unknown until run time
   std::vector<bool> strides_known_;
