@@ -96,3 +96,38 @@ TEST(CompilePointwise, Cumsum) {
 
 } // namespace
 } // namespace kiln
+
+namespace kiln {
+namespace {
+
+struct XFn : nn::Module {
+  std::function<Tensor(const Tensor &)> fn;
+  explicit XFn(std::function<Tensor(const Tensor &)> f) : fn(std::move(f)) {}
+  Tensor forward(const Tensor &x) override { return fn(x); }
+  std::string name() const override { return "XFn"; }
+};
+
+/// kiln-fuzz --seed 1883430438073930 --graph 164: the gradient through
+/// max()/min() of a view of the input, at two batch sizes.
+TEST(CompilePointwise, MaxMinAllDimsOfAViewAcrossBatchSizes) {
+  auto fn = [](const Tensor &x) {
+    Tensor v = chunk(x, 2, 0)[1];
+    return v * max(v) - min(v);
+  };
+  auto compiled = compile(std::make_shared<XFn>(fn));
+  for (int64_t batch : {3, 5, 5, 4}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    manual_seed(7 + batch);
+    Tensor x = randn({batch, 4, 5});
+    Tensor xe = x.clone(), xc = x.clone();
+    xe.requires_grad_(true);
+    xc.requires_grad_(true);
+    Tensor w = randn(fn(x).sizes());
+    (fn(xe) * w).sum().backward();
+    (compiled->forward(xc) * w).sum().backward();
+    expect_close(xc.grad(), xe.grad(), 1e-5, 1e-5, "x.grad");
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -397,13 +397,16 @@ bool branch_is_well_posed(const Op &, const std::vector<Tensor> &in) {
 /// min over all elements of a float tensor (as a double).
 double min_of(const Tensor &t) { return -amax(neg(t)).item(); }
 
-/// Every element of `t` is away (by 1e-3 relative + 1e-3) from the points
-/// where floor/ceil/trunc (`half` false: the integers) or round (`half`
-/// true: the half-integers) jump, so f32 and f64 evaluations round alike.
+/// Every element of `t` is away (by 1% relative + 1e-3, as the tie margin)
+/// from the points where floor/ceil/trunc (`half` false: the integers) or
+/// round (`half` true: the half-integers) jump, so evaluations that round
+/// their arguments differently (f32 vs f64, or eager 16-bit autocast
+/// rounding a linear's output where the compiled graph keeps f32: fuzzer
+/// seed 1883430438073930 graph 150) still round alike.
 bool away_from_jumps(const Tensor &t, bool half) {
   NoGradGuard no_grad;
   Tensor shifted = half ? t + 0.5 : t;
-  Tensor gap = abs(shifted - round(shifted)) - abs(t) * 1e-3 - 1e-3;
+  Tensor gap = abs(shifted - round(shifted)) - abs(t) * 0.01 - 1e-3;
   return min_of(gap) > 0;
 }
 

@@ -139,11 +139,31 @@ void reduce_cpu(Red op, const Tensor &c, int64_t inner, const Tensor &out) {
 }
 const dispatch::KernelRegistrar<ReduceKernel> reduce_cpu_reg(reduce_stub, DeviceType::CPU, reduce_cpu);
 
-/// amax (is_max) or amin over dims; ties share the gradient evenly (as torch.amax/amin).
-Tensor extreme_reduce(const Tensor &a, const Shape &dims_in, bool keepdim, bool is_max) {
+/// The backward of amax/amin over `dims` of x (its result `out`): ties share
+/// the gradient evenly (as torch.amax/amin). With `nan_aware` (max()/min()
+/// over all dims), a NaN result sends the gradient to the NaN elements, as
+/// PyTorch's evenly_distribute_backward (torch/csrc/autograd/FunctionsManual.cpp).
+void record_extreme_backward(const Tensor &out, const Tensor &x, const Shape &dims, bool keepdim, bool is_max,
+                             bool nan_aware) {
+  const char *name = nan_aware ? (is_max ? "MaxBackward" : "MinBackward") : (is_max ? "AmaxBackward" : "AminBackward");
+  const Shape in_shape = x.sizes();
+  autograd::record(out, name, {x}, {x, out.detach()},
+                   [in_shape, dims, keepdim, nan_aware](const TensorList &g, const TensorList &s) -> TensorList {
+                     Tensor best = expand_reduced(s[1], in_shape, dims, keepdim);
+                     Tensor hit = eq(s[0], best);
+                     if (nan_aware) hit = where(ne(s[0], s[0]), ne(best, best), hit);
+                     Tensor mask = hit.to(g[0].dtype());
+                     Tensor count = sum(mask, dims, /*keepdim=*/true);
+                     Tensor share = expand_reduced(g[0], in_shape, dims, keepdim) / count.expand(in_shape);
+                     return {share * mask};
+                   });
+}
+
+/// amax (is_max) or amin over dims, with the backward of record_extreme_backward.
+Tensor extreme_reduce(const Tensor &a, const Shape &dims_in, bool keepdim, bool is_max, bool nan_aware = false) {
   const char *op = is_max ? "amax" : "amin";
   KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
-  if (is_half(a.dtype())) return extreme_reduce(a.to(kFloat32), dims_in, keepdim, is_max).to(a.dtype());
+  if (is_half(a.dtype())) return extreme_reduce(a.to(kFloat32), dims_in, keepdim, is_max, nan_aware).to(a.dtype());
   Shape dims = normalize_dims(a, dims_in, op);
   for (int64_t d : dims)
     KILN_CHECK(a.size(d) > 0, op, ": cannot reduce over zero-size dimension ", d, " of shape ", shape_str(a.sizes()));
@@ -156,17 +176,7 @@ Tensor extreme_reduce(const Tensor &a, const Shape &dims_in, bool keepdim, bool 
   attrs.ints = dims;
   attrs.keepdim = keepdim;
   trace::record(is_max ? ir::OpKind::ReduceMax : ir::OpKind::ReduceMin, {a}, out, attrs);
-  if (autograd::any_requires_grad({a})) {
-    Tensor saved_out = out.detach();
-    Shape in_shape = a.sizes();
-    autograd::record(out, is_max ? "AmaxBackward" : "AminBackward", {a}, {a, saved_out},
-                     [in_shape, dims, keepdim](const TensorList &g, const TensorList &s) -> TensorList {
-                       Tensor mask = eq(s[0], expand_reduced(s[1], in_shape, dims, keepdim)).to(g[0].dtype());
-                       Tensor count = sum(mask, dims, /*keepdim=*/true);
-                       Tensor share = expand_reduced(g[0], in_shape, dims, keepdim) / count.expand(in_shape);
-                       return {share * mask};
-                     });
-  }
+  if (autograd::any_requires_grad({a})) record_extreme_backward(out, a, dims, keepdim, is_max, nan_aware);
   return out;
 }
 
@@ -193,26 +203,16 @@ Tensor arg_extreme(const Tensor &a, int64_t dim, bool keepdim, bool is_max) {
   return out;
 }
 
-/// torch.max(a) / torch.min(a): a 0-d extreme; the gradient is split among
-/// the elements equal to it (the NaN ones when it is NaN), as PyTorch's
-/// evenly_distribute_backward (torch/csrc/autograd/FunctionsManual.cpp).
+/// torch.max(a) / torch.min(a): a 0-d extreme with the NaN-aware even
+/// split of record_extreme_backward. (Computed with autograd on, not under
+/// a NoGradGuard: a graph-break segment replays nodes recorded without grad
+/// as constants, which would drop this gradient.)
 Tensor all_extreme(const Tensor &a, bool is_max) {
   const char *op = is_max ? "max" : "min";
   KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
   KILN_CHECK(a.numel() > 0, op, "(): expected a non-empty tensor (shape ", shape_str(a.sizes()),
              "); use max(a, dim) or amax with a dim");
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = extreme_reduce(a, {}, /*keepdim=*/false, is_max);
-  }
-  if (autograd::any_requires_grad({a}))
-    autograd::record(out, is_max ? "MaxBackward" : "MinBackward", {a}, {a.detach(), out.detach()},
-                     [](const TensorList &g, const TensorList &s) -> TensorList {
-                       Tensor mask = where(ne(s[0], s[0]), ne(s[1], s[1]), eq(s[0], s[1])).to(g[0].dtype());
-                       return {mask * (g[0] / sum(mask))};
-                     });
-  return out;
+  return extreme_reduce(a, {}, /*keepdim=*/false, is_max, /*nan_aware=*/true);
 }
 
 }  // namespace
