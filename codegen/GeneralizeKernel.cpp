@@ -34,9 +34,7 @@ bool isRowSplittable(ir::FusionOp fusion) {
   for (Operation &op : fusion.getBodyBlock().without_terminator()) {
     if (op.getNumResults() != 1 || !sameDim0(op.getResult(0).getType()) || ir::isIndexingOp(&op))
       return false;
-    if (auto sum = dyn_cast<ir::ReduceSumOp>(op); sum && llvm::is_contained(sum.getDims(), 0))
-      return false;
-    if (auto max = dyn_cast<ir::ReduceMaxOp>(op); max && llvm::is_contained(max.getDims(), 0))
+    if (llvm::is_contained(ir::reductionDims(&op), 0))
       return false;
   }
   return n >= 2;

@@ -23,6 +23,7 @@
 #include "CpuBackend.h"
 #include "EmitIndexing.h"
 #include "KernelAbi.h"
+#include "EmitOps.h"
 
 #include <cmath>
 #include <functional>
@@ -264,7 +265,13 @@ public:
         .Case([&](ir::AddOp) { return binary(arith::AddFOp(), arith::AddIOp()); })
         .Case([&](ir::SubOp) { return binary(arith::SubFOp(), arith::SubIOp()); })
         .Case([&](ir::MulOp) { return binary(arith::MulFOp(), arith::MulIOp()); })
-        .Case([&](ir::DivOp) { return binary(arith::DivFOp(), arith::DivSIOp()); })
+        .Case([&](ir::DivOp) {
+          return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+            if (isFloat)
+              return nb.create<arith::DivFOp>(nl, a[0], a[1]);
+            return emitIntegerDivide(nb, nl, a[0], a[1]); // 0 where the divisor is 0, no trap
+          });
+        })
         .Case([&](ir::NegOp) {
           return unary([&](OpBuilder &nb, Location nl, Value x) -> Value {
             if (isFloat)
@@ -379,7 +386,27 @@ public:
         .Case([&](ir::ScatterAddOp s) -> FailureOr<Value> {
           return emitScatterAdd(b, loc, s.getDim(), operands[0], operands[1], operands[2], resultType);
         })
+        // Issue 13 (EmitOps.h): min reduction, arg reductions, scan, and
+        // the scalar bodies of erf, rounding, extremes and division modes.
+        .Case([&](ir::ReduceMinOp r) -> FailureOr<Value> {
+          TypedAttr highest =
+              isFloat ? TypedAttr(b.getFloatAttr(element, INFINITY))
+                      : TypedAttr(b.getIntegerAttr(element, APInt::getSignedMaxValue(element.getIntOrFloatBitWidth())));
+          return reduction(operands[0], r.getDims(), resultType, highest,
+                           [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                             if (isFloat)
+                               return nb.create<arith::MinimumFOp>(nl, a[0], a[1]);
+                             return nb.create<arith::MinSIOp>(nl, a[0], a[1]);
+                           });
+        })
+        .Case([&](ir::ArgMaxOp r) { return emitArgReduction(b, loc, operands[0], r.getDims()[0], /*isMax=*/true); })
+        .Case([&](ir::ArgMinOp r) { return emitArgReduction(b, loc, operands[0], r.getDims()[0], /*isMax=*/false); })
+        .Case([&](ir::CumsumOp r) { return emitCumsum(b, loc, operands[0], r.getDims()[0], resultType); })
         .Default([&](Operation *other) -> FailureOr<Value> {
+          if (hasScalarBody(other))
+            return elementwise(resultType, operands, [&](OpBuilder &nb, Location nl, ValueRange a) {
+              return emitScalarOp(other, nb, nl, a, element);
+            });
           return other->emitOpError("cannot be lowered inside a kiln.fusion by the CPU backend");
         });
   }

@@ -35,6 +35,8 @@ private:
   bool emitNode(int nodeIndex, const Node &node);
   bool emitConvOrPool(const std::string &where, const Node &node, mlir::Location loc,
                       mlir::RankedTensorType resultType, llvm::ArrayRef<mlir::Value> operands, mlir::Value *result);
+  mlir::Value emitReduction(const Node &node, mlir::Location loc, mlir::ValueRange operands,
+                            mlir::RankedTensorType resultType);
   mlir::Location nodeLoc(int nodeIndex, const Node &node);
 
   mlir::MLIRContext &context_;
@@ -104,7 +106,8 @@ static void markFloat32Scope(const Node &node, mlir::Value result) {
   mlir::Operation *op = result.getDefiningOp();
   auto unit = mlir::UnitAttr::get(op->getContext());
   op->setAttr(kAutocastFp32Attr, unit);
-  const bool keepdimReduce = node.keepdim && (node.kind == OpKind::ReduceSum || node.kind == OpKind::ReduceMax);
+  const bool keepdimReduce =
+      node.keepdim && opCategory(node.kind) == OpCategory::Reduction && node.kind != OpKind::Cumsum;
   if (keepdimReduce)
     op->getOperand(0).getDefiningOp()->setAttr(kAutocastFp32Attr, unit);
 }
@@ -125,6 +128,46 @@ static ComparePredicate toComparePredicate(Predicate predicate) {
     return ComparePredicate::ge;
   }
   return ComparePredicate::eq;
+}
+
+/// A reduction node (reduce_sum/max/min, argmax/argmin over `node.ints`):
+/// the reduce op drops the dims; with keepdim a reshape restores them as
+/// size 1.
+mlir::Value GraphBuilder::emitReduction(const Node &node, mlir::Location loc, mlir::ValueRange operands,
+                                        mlir::RankedTensorType resultType) {
+  mlir::NamedAttribute dims = builder_.getNamedAttr("dims", builder_.getDenseI64ArrayAttr(node.ints));
+  mlir::Type reducedType = resultType;
+  if (node.keepdim) {
+    auto in = mlir::cast<mlir::RankedTensorType>(operands[0].getType());
+    llvm::SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < in.getRank(); ++i)
+      if (!llvm::is_contained(node.ints, i))
+        shape.push_back(in.getDimSize(i));
+    reducedType = mlir::RankedTensorType::get(shape, resultType.getElementType());
+  }
+  mlir::TypeRange types(reducedType);
+  mlir::Operation *reduce = nullptr;
+  switch (node.kind) {
+  case OpKind::ReduceSum:
+    reduce = builder_.create<ReduceSumOp>(loc, types, operands, dims);
+    break;
+  case OpKind::ReduceMax:
+    reduce = builder_.create<ReduceMaxOp>(loc, types, operands, dims);
+    break;
+  case OpKind::ReduceMin:
+    reduce = builder_.create<ReduceMinOp>(loc, types, operands, dims);
+    break;
+  case OpKind::ArgMax:
+    reduce = builder_.create<ArgMaxOp>(loc, types, operands, dims);
+    break;
+  default:
+    reduce = builder_.create<ArgMinOp>(loc, types, operands, dims);
+    break;
+  }
+  mlir::Value result = reduce->getResult(0);
+  if (node.keepdim)
+    result = builder_.create<ReshapeOp>(loc, resultType, result);
+  return result;
 }
 
 /// The attributes of a conv / max pool node from Node::ints (Ops.def:
@@ -231,27 +274,15 @@ bool GraphBuilder::emitNode(int nodeIndex, const Node &node) {
     result = create(ScatterAddOp(), {builder_.getNamedAttr("dim", builder_.getI64IntegerAttr(node.ints[0]))});
     break;
   case OpKind::ReduceSum:
-  case OpKind::ReduceMax: {
-    mlir::NamedAttribute dims = builder_.getNamedAttr("dims", builder_.getDenseI64ArrayAttr(node.ints));
-    mlir::Type reducedType = resultType;
-    if (node.keepdim) {
-      // The reduce op drops the dims; a reshape restores them as size 1.
-      auto in = mlir::cast<mlir::RankedTensorType>(operands[0].getType());
-      llvm::SmallVector<int64_t> shape;
-      for (int64_t i = 0; i < in.getRank(); ++i)
-        if (!llvm::is_contained(node.ints, i))
-          shape.push_back(in.getDimSize(i));
-      reducedType = mlir::RankedTensorType::get(shape, in.getElementType());
-    }
-    mlir::Operation *reduce =
-        node.kind == OpKind::ReduceSum
-            ? builder_.create<ReduceSumOp>(loc, mlir::TypeRange(reducedType), operands, dims).getOperation()
-            : builder_.create<ReduceMaxOp>(loc, mlir::TypeRange(reducedType), operands, dims).getOperation();
-    result = reduce->getResult(0);
-    if (node.keepdim)
-      result = builder_.create<ReshapeOp>(loc, resultType, result);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+  case OpKind::ArgMax:
+  case OpKind::ArgMin:
+    result = emitReduction(node, loc, operands, resultType);
     break;
-  }
+  case OpKind::Cumsum:
+    result = create(CumsumOp(), {builder_.getNamedAttr("dims", builder_.getDenseI64ArrayAttr(node.ints))});
+    break;
   case OpKind::Conv2d:
   case OpKind::Conv2dInputGrad:
   case OpKind::Conv2dWeightGrad:

@@ -70,6 +70,13 @@ bool isExternOp(mlir::Operation *op) {
 
 bool isIndexingOp(mlir::Operation *op) { return categoryOf(op) == OpCategory::Indexing; }
 
+llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op) {
+  auto dims = op->getAttrOfType<mlir::DenseI64ArrayAttr>("dims");
+  if (!isReductionOp(op) || !dims)
+    return {};
+  return dims.asArrayRef();
+}
+
 bool isElementwiseFusion(mlir::Operation *op) {
   auto fusion = mlir::dyn_cast<FusionOp>(op);
   if (!fusion)
@@ -121,8 +128,9 @@ mlir::FailureOr<RowSpace> rowSpaceOf(llvm::ArrayRef<mlir::Operation *> ops, std:
     if (!isReductionOp(op))
       continue;
     llvm::ArrayRef<int64_t> in = tensorTypeOf(op->getOperand(0)).getShape();
-    llvm::ArrayRef<int64_t> dims =
-        mlir::isa<ReduceSumOp>(op) ? mlir::cast<ReduceSumOp>(op).getDims() : mlir::cast<ReduceMaxOp>(op).getDims();
+    if (mlir::isa<CumsumOp>(op))
+      return fail("a kiln.cumsum (a kernel of its own)");
+    llvm::ArrayRef<int64_t> dims = reductionDims(op);
     const int64_t rows = static_cast<int64_t>(in.size()) - static_cast<int64_t>(dims.size());
     for (auto [i, d] : llvm::enumerate(dims))
       if (d != rows + static_cast<int64_t>(i))
@@ -390,6 +398,41 @@ static LogicalResult verifyReduce(mlir::Operation *op, llvm::ArrayRef<int64_t> d
 LogicalResult ReduceSumOp::verify() { return verifyReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
 
 LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
+
+LogicalResult ReduceMinOp::verify() { return verifyReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
+
+//===----------------------------------------------------------------------===//
+// ArgMaxOp / ArgMinOp / CumsumOp
+//===----------------------------------------------------------------------===//
+
+/// `dims` holds exactly one dim in [0, rank).
+static LogicalResult verifyOneDim(mlir::Operation *op, llvm::ArrayRef<int64_t> dims, RankedTensorType in) {
+  if (dims.size() != 1 || dims[0] < 0 || dims[0] >= in.getRank())
+    return op->emitOpError() << "dims " << shapeString(dims) << " must be exactly one dim in [0, " << in.getRank()
+                             << ") for operand shape " << shapeString(in.getShape());
+  return success();
+}
+
+/// Shared verifier of kiln.argmax / kiln.argmin: one dim, dropped from the
+/// i64 result.
+static LogicalResult verifyArgReduce(mlir::Operation *op, llvm::ArrayRef<int64_t> dims, RankedTensorType in,
+                                     RankedTensorType out) {
+  if (failed(verifyOneDim(op, dims, in)))
+    return failure();
+  llvm::SmallVector<int64_t> expected(in.getShape());
+  expected.erase(expected.begin() + dims[0]);
+  if (llvm::ArrayRef<int64_t>(expected) != out.getShape())
+    return op->emitOpError() << "result shape " << shapeString(out.getShape()) << " should be " << shapeString(expected)
+                             << " (operand " << shapeString(in.getShape()) << " reduced over " << shapeString(dims)
+                             << ")";
+  return success();
+}
+
+LogicalResult ArgMaxOp::verify() { return verifyArgReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
+
+LogicalResult ArgMinOp::verify() { return verifyArgReduce(*this, getDims(), tensorTypeOf(getInput()), getType()); }
+
+LogicalResult CumsumOp::verify() { return verifyOneDim(*this, getDims(), tensorTypeOf(getInput())); }
 
 //===----------------------------------------------------------------------===//
 // Indexing

@@ -56,9 +56,7 @@ static llvm::ArrayRef<int64_t> shapeOf(mlir::Value value) {
 }
 
 static llvm::SmallVector<int64_t> reducedDims(mlir::Operation *reduction) {
-  if (auto sum = mlir::dyn_cast<ir::ReduceSumOp>(reduction))
-    return llvm::to_vector(sum.getDims());
-  return llvm::to_vector(mlir::cast<ir::ReduceMaxOp>(reduction).getDims());
+  return llvm::to_vector(ir::reductionDims(reduction));
 }
 
 /// The loop nest of a group. `shape` is the iteration space: an elementwise
@@ -70,10 +68,14 @@ struct Space {
   bool hasReduction = false;
   llvm::SmallVector<int64_t> dims;
   llvm::SmallVector<int64_t> reduced;
+  /// A kiln.cumsum: a kernel of its own (its sequential loop along the dim
+  /// shares no loop nest), so it never combines.
+  bool alone = false;
 };
 
 static Space spaceOf(mlir::Operation *op) {
   Space space;
+  space.alone = mlir::isa<ir::CumsumOp>(op);
   if (ir::isReductionOp(op)) {
     space.shape = llvm::to_vector(shapeOf(op->getOperand(0)));
     space.hasReduction = true;
@@ -91,6 +93,8 @@ static Space spaceOf(mlir::Operation *op) {
 /// reduced shape (epilogue). Two reductions must reduce the same dims of
 /// the same space.
 static std::optional<Space> combineSpaces(const Space &a, const Space &b, bool epilogues) {
+  if (a.alone || b.alone)
+    return std::nullopt;
   if (!a.hasReduction && !b.hasReduction) {
     if (a.shape == b.shape)
       return a;

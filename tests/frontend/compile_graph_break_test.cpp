@@ -30,18 +30,20 @@ struct Branchy : nn::Module {
   std::string name() const override { return "Branchy"; }
 };
 
-/// A user callback in the middle of forward that reads values (argmax) and
-/// feeds a tensor built from them back into the computation.
+/// A user callback in the middle of forward that reads values (argmax, on
+/// the host) and feeds a tensor built from them back into the computation.
 struct WithCallback : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
   int calls = 0;
+  double seen_sum = 0;
   WithCallback() {
     fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 6));
     fc2 = register_module("fc2", std::make_shared<nn::Linear>(6, 2));
   }
   Tensor forward(const Tensor &x) override {
     Tensor h = sigmoid(fc1->forward(x));
-    Tensor top = argmax(h, 1, /*keepdim=*/true);  // int64 [N, 1]: breaks the graph
+    Tensor top = argmax(h, 1, /*keepdim=*/true);  // int64 [N, 1], captured (kiln.argmax)
+    seen_sum = top.sum().item();                   // the callback reads it on the host: breaks the graph
     ++calls;                                       // the callback's side effect
     Tensor bonus = top.to(kFloat32) * 0.1;         // data-dependent value, captured after the break
     return fc2->forward(h + bonus);
@@ -174,7 +176,9 @@ TEST(CompileGraphBreak, ValuesReadInsideASegmentAreReal) {
   struct ReadsValues : nn::Module {
     std::vector<double> seen;
     Tensor forward(const Tensor &x) override {
-      Tensor y = x.argmax(1).to(kFloat32) + 1.0;  // break, then a computed value
+      volatile double total = x.sum().item();     // a break (item), so the rest is a lazy segment
+      (void)total;
+      Tensor y = x.argmax(1).to(kFloat32) + 1.0;  // captured (kiln.argmax)
       Tensor z = y * 2.0;
       seen = z.to_vector<double>();
       return z + 1.0;
@@ -184,11 +188,11 @@ TEST(CompileGraphBreak, ValuesReadInsideASegmentAreReal) {
   auto inner = std::make_shared<ReadsValues>();
   auto compiled = compile(inner);
   Tensor x = tensor(std::vector<float>{1, 5, 2, 7, 0, 3}, {2, 3});
-  Tensor out = compiled->forward(x);  // whole-graph trace breaks at argmax
+  Tensor out = compiled->forward(x);  // whole-graph trace breaks at item()
   out = compiled->forward(x);         // lazy segments
   EXPECT_EQ(inner->seen, (std::vector<double>{4.0, 2.0}));
   EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{5.0, 3.0}));
-  EXPECT_EQ(compiled->graph_breaks(), (std::vector<std::string>{"argmax", "data read"}));
+  EXPECT_EQ(compiled->graph_breaks(), (std::vector<std::string>{"item", "data read"}));
 }
 
 TEST(CompileGraphBreak, InferenceUnderNoGrad) {

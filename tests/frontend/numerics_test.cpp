@@ -404,5 +404,42 @@ TEST(Numerics, Float64MixedOpsCompileAndRunInFloat64) {
   EXPECT_TRUE(compiled->graph_breaks().empty());
 }
 
+// ---- issue 13: extremes, rounding and division modes, eager and compiled ---------
+// Expected values printed by torch 2.x for the same inputs.
+
+TEST(Numerics, MinimumPropagatesNaNAndKeepsTheFirstZero) {
+  Tensor b = f32({0.0f, kNaN, 0.0f, -0.0f, 2.0f});
+  expect_torch([b](const Tensor &x) { return minimum(x, b); }, f32({kNaN, 0.0f, -0.0f, 0.0f, 1.0f}),
+               {NAN, NAN, -0.0, 0.0, 1.0}, {1.0, 1.0, 0.5, 0.5, 1.0});
+}
+
+TEST(Numerics, RoundIsHalfToEvenAndKeepsSignedZeros) {
+  expect_torch([](const Tensor &x) { return round(x); }, f32({2.5f, -2.5f, -0.5f, 0.5f, kNaN, -0.0f}),
+               {2.0, -2.0, -0.0, 0.0, NAN, -0.0}, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0});
+}
+
+TEST(Numerics, FloorDivideAndRemainderFollowPython) {
+  // floor_divide(-0., 2) = -0., 1 // -2 = -1, +-1 // 0 = +-inf; remainder(1, 0) = nan, remainder(-6, 3) = -0.
+  Tensor d = f32({2.0f, -2.0f, 0.0f, 0.0f, 3.0f, 2.0f});
+  expect_torch([d](const Tensor &x) { return floor_divide(x, d); }, f32({-0.0f, 1.0f, 1.0f, -1.0f, -6.0f, kNaN}),
+               {-0.0, -1.0, INFINITY, -INFINITY, -2.0, NAN}, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0});
+  Tensor m = f32({2.0f, -2.0f, 0.0f, 3.0f, 3.0f, 2.0f});
+  expect_torch([m](const Tensor &x) { return remainder(x, m); }, f32({-0.0f, 1.0f, 1.0f, -6.0f, 6.0f, kNaN}),
+               {-0.0, -1.0, NAN, -0.0, 0.0, NAN}, {1.0, 1.0, 1.0, 1.0, 1.0, 1.0});
+}
+
+TEST(Numerics, MinOverAllDimsSplitsTheGradientAmongNaNs) {
+  expect_torch([](const Tensor &x) { return min(x); }, f32({3.0f, kNaN, 1.0f, kNaN}), {NAN}, {0.0, 0.5, 0.0, 0.5});
+}
+
+TEST(Numerics, ArgminAndMinAlongDimReturnTheFirstNaN) {
+  Tensor x = tensor({1.0f, kNaN, 3.0f, kNaN, 3.0f, 1.0f, 1.0f, 2.0f}, {2, 4});
+  auto compiled = compile(std::make_shared<Fn>([](const Tensor &t) {
+    return argmin(t, 1).to(kFloat32) * 10.0 + min(t, 1).second.to(kFloat32);
+  }));
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(compiled->forward(x).to_vector<float>(), (std::vector<float>{11.0f, 11.0f}));
+  EXPECT_TRUE(compiled->graph_breaks().empty());
+}
+
 }  // namespace
 }  // namespace kiln

@@ -414,6 +414,22 @@ bool pool_is_well_posed(const Op &op, const std::vector<Tensor> &in) {
   return true;
 }
 
+/// min over all elements of a float tensor (as a double).
+double min_of(const Tensor &t) { return -amax(neg(t)).item(); }
+
+/// Every element of `t` is away (by 1% relative + 1e-3, as the tie margin)
+/// from the points where floor/ceil/trunc (`half` false: the integers) or
+/// round (`half` true: the half-integers) jump, so evaluations that round
+/// their arguments differently (f32 vs f64, or eager 16-bit autocast
+/// rounding a linear's output where the compiled graph keeps f32: fuzzer
+/// seed 1883430438073930 graph 150) still round alike.
+bool away_from_jumps(const Tensor &t, bool half) {
+  NoGradGuard no_grad;
+  Tensor shifted = half ? t + 0.5 : t;
+  Tensor gap = abs(shifted - round(shifted)) - abs(t) * 0.01 - 1e-3;
+  return min_of(gap) > 0;
+}
+
 OpDef with_break(OpDef d) {
   d.graph_break = true;
   return d;
@@ -430,7 +446,7 @@ std::vector<OpDef> build_ops() {
   t.push_back(unary("silu", [](const Tensor &a) { return silu(a); }, [](auto a) { return "silu(" + a + ")"; }));
   t.push_back(unary("gelu_tanh", [](const Tensor &a) { return gelu(a, "tanh"); },
                     [](auto a) { return "gelu(" + a + ", \"tanh\")"; }));
-  t.push_back(with_break(unary("gelu", [](const Tensor &a) { return gelu(a); }, [](auto a) { return "gelu(" + a + ")"; })));
+  t.push_back(unary("gelu", [](const Tensor &a) { return gelu(a); }, [](auto a) { return "gelu(" + a + ")"; }));
   t.push_back(unary("abs", [](const Tensor &a) { return abs(a); }, [](auto a) { return "abs(" + a + ")"; }));
   t.push_back(unary("sin", [](const Tensor &a) { return sin(a); }, [](auto a) { return "sin(" + a + ")"; }, 1.0,
                     small_argument));
@@ -554,6 +570,68 @@ std::vector<OpDef> build_ops() {
       binary("where_lt", [](const Tensor &a, const Tensor &b) { return where(lt(a, b), a * 2.0, b); },
              [](auto a, auto b) { return "where(lt(" + a + ", " + b + "), " + a + " * 2.0, " + b + ")"; }),
       pair_is_well_posed));
+  // -- issue 13: erf, rounding, division modes, extremes (redrawn near their jumps and ties)
+  t.push_back(unary("erf", [](const Tensor &a) { return erf(a); }, [](auto a) { return "erf(" + a + ")"; }));
+  t.push_back(with_ties_checked(unary("floor", [](const Tensor &a) { return floor(a) + a; },
+                                      [](auto a) { return "floor(" + a + ") + " + a; }, 0.5),
+                                [](const Op &, const std::vector<Tensor> &in) { return away_from_jumps(in[0], false); }));
+  t.push_back(with_ties_checked(unary("ceil_trunc", [](const Tensor &a) { return ceil(a) * trunc(a * 2.0) + a; },
+                                      [](auto a) { return "ceil(" + a + ") * trunc(" + a + " * 2.0) + " + a; }, 0.5),
+                                [](const Op &, const std::vector<Tensor> &in) {
+                                  return away_from_jumps(in[0], false) && away_from_jumps(in[0] * 2.0, false);
+                                }));
+  t.push_back(with_ties_checked(unary("round", [](const Tensor &a) { return round(a) + a; },
+                                      [](auto a) { return "round(" + a + ") + " + a; }, 0.5),
+                                [](const Op &, const std::vector<Tensor> &in) { return away_from_jumps(in[0], true); }));
+  t.push_back(with_ties_checked(binary("minimum", [](const Tensor &a, const Tensor &b) { return minimum(a, b); },
+                                       [](auto a, auto b) { return "minimum(" + a + ", " + b + ")"; }),
+                                pair_is_well_posed));
+  auto quotient_is_well_posed = [](const Op &, const std::vector<Tensor> &in) {
+    return away_from_jumps(in[0] / away_from_zero(in[1]), false);
+  };
+  t.push_back(with_ties_checked(
+      binary("floor_divide", [](const Tensor &a, const Tensor &b) { return floor_divide(a, away_from_zero(b)) + a; },
+             [](auto a, auto b) { return "floor_divide(" + a + ", " + away_from_zero_cpp(b) + ") + " + a; }, 0.5),
+      quotient_is_well_posed));
+  t.push_back(with_ties_checked(
+      binary("remainder", [](const Tensor &a, const Tensor &b) { return remainder(a, away_from_zero(b)); },
+             [](auto a, auto b) { return "remainder(" + a + ", " + away_from_zero_cpp(b) + ")"; }, 0.5),
+      quotient_is_well_posed));
+  t.push_back(with_ties_checked(
+      binary("fmod", [](const Tensor &a, const Tensor &b) { return fmod(a, away_from_zero(b)) + div(a, b, "trunc"); },
+             [](auto a, auto b) {
+               return "fmod(" + a + ", " + away_from_zero_cpp(b) + ") + div(" + a + ", " + b + ", \"trunc\")";
+             },
+             0.5),
+      [](const Op &, const std::vector<Tensor> &in) {
+        return away_from_jumps(in[0] / away_from_zero(in[1]), false) && away_from_jumps(in[0] / in[1], false);
+      }));
+  t.push_back(with_ties_checked(unary("clamp_min", [](const Tensor &a) { return clamp_min(a, 0.1); },
+                                      [](auto a) { return "clamp_min(" + a + ", 0.1)"; }, 0.5),
+                                [](const Op &, const std::vector<Tensor> &in) {
+                                  NoGradGuard no_grad;
+                                  return min_of(abs(in[0] - 0.1) - abs(in[0]) * 0.01 - 1e-3) > 0;
+                                }));
+  t.push_back(with_ties_checked(unary("max_min_all", [](const Tensor &a) { return a * max(a) - min(a); },
+                                      [](auto a) { return a + " * max(" + a + ") - min(" + a + ")"; }, 0.5),
+                                [](const Op &, const std::vector<Tensor> &in) {
+                                  Shape all;
+                                  for (int64_t d = 0; d < in[0].dim(); ++d) all.push_back(d);
+                                  return unique_max(in[0], all) && unique_max(neg(in[0]), all);
+                                }));
+  t.push_back(with_ties_checked(
+      along_dim("argmin", false, [](const Tensor &a, int64_t d) { return argmin(a, d, true).to(kFloat32) * a; },
+                [](auto a, int64_t d) { return "argmin(" + a + ", " + std::to_string(d) + ", true).to(kFloat32) * " + a; },
+                0.5),
+      [](const Op &op, const std::vector<Tensor> &in) { return unique_max(neg(in[0]), {op.ints[0]}); }));
+  t.push_back(with_ties_checked(
+      reduction("amin", [](const Tensor &a, const Shape &d, bool k) { return amin(a, d, k); }, "amin", 0.5),
+      [](const Op &op, const std::vector<Tensor> &in) {
+        Shape dims(op.ints.begin() + 1, op.ints.end());
+        if (dims.empty())
+          for (int64_t d = 0; d < in[0].dim(); ++d) dims.push_back(d);
+        return dims.empty() ? true : unique_max(neg(in[0]), dims);
+      }));
   // -- reductions
   t.push_back(reduction("sum", [](const Tensor &a, const Shape &d, bool k) { return sum(a, d, k); }, "sum", 1.5));
   t.push_back(reduction("mean", [](const Tensor &a, const Shape &d, bool k) { return mean(a, d, k); }, "mean"));
@@ -569,14 +647,14 @@ std::vector<OpDef> build_ops() {
                         [](auto a, int64_t d) {
                           return "nn::functional::log_softmax(" + a + ", " + std::to_string(d) + ")";
                         }));
-  t.push_back(with_ties_checked(along_dim("max_dim", true, [](const Tensor &a, int64_t d) { return max(a, d).first; },
+  t.push_back(with_ties_checked(along_dim("max_dim", false, [](const Tensor &a, int64_t d) { return max(a, d).first; },
                         [](auto a, int64_t d) { return "max(" + a + ", " + std::to_string(d) + ").first"; }, 0.5), dim_op_is_well_posed));
-  t.push_back(with_ties_checked(along_dim("argmax", true, [](const Tensor &a, int64_t d) { return argmax(a, d).to(kFloat32) + a.sum(); },
+  t.push_back(with_ties_checked(along_dim("argmax", false, [](const Tensor &a, int64_t d) { return argmax(a, d).to(kFloat32) + a.sum(); },
                         [](auto a, int64_t d) {
                           return "argmax(" + a + ", " + std::to_string(d) + ").to(kFloat32) + " + a + ".sum()";
                         },
                         0.5), dim_op_is_well_posed));
-  t.push_back(along_dim("cumsum", true, [](const Tensor &a, int64_t d) { return cumsum(a, d); },
+  t.push_back(along_dim("cumsum", false, [](const Tensor &a, int64_t d) { return cumsum(a, d); },
                         [](auto a, int64_t d) { return "cumsum(" + a + ", " + std::to_string(d) + ")"; }, 0.5));
   t.push_back(OpDef{"layer_norm", false,
                     [](ProgramGenerator &g, Op &op) {

@@ -150,3 +150,25 @@ TEST(FuzzRegression, Seed4000_Graph539_FullReductionIsOneFlatLoop) {
   expect_compiled_matches_eager("B=5 x[5,2,3,4]g ; mul(0,0;;0x0p+0) sum(0;0;0x0p+0) contiguous_clone(2;;0x0p+0) matmul_self(1;;0x0p+0) permute(4;3,1,2,0;0x0p+0) cos(3;;0x0p+0) add(5,6;;0x0p+0)",
                                 "budget=1 remat=1 autocast=float32 batch2=0", 8540723808598267265u);
 }
+
+// frontend/src/ops/reduce.cpp: max()/min() over all dims computed their value
+// under a NoGradGuard and attached the backward by hand; after a graph break
+// (chunk) the segment replays nodes recorded without grad as constants, so
+// the gradient through max(v1)/min(v1) was dropped.
+// forward(x):
+//   Tensor v1 = chunk(x, 2, 0)[1 % chunk(x, 2, 0).size()];
+//   Tensor v2 = v1 * max(v1) - min(v1);
+//   return v2;
+TEST(FuzzRegression, Seed1883430438073930_Graph164_MaxAllAfterABreak) {
+  expect_compiled_matches_eager("B=5 x[5,4,5]g ; chunk(0;0,1,3;0x0p+0) max_min_all(1;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 2377818934405393578u);
+}
+
+// The oracle: under 16-bit autocast a rounding op near a jump is
+// ill-conditioned, not a failure (eager rounds the linear's output to bf16).
+TEST(FuzzHarness, RoundingUnderAutocastIsIllConditioned) {
+  const Program p = Program::parse("B=3 x[3,4,5] p[5,5]b p[5] p[1,4]b ; rsqrt(0;;0x0p+0) linear(4,1,2;;0x0p+0) "
+                                   "max_dim(5;2;0x0p+0) floor_divide(6,3;;0x0p+0)");
+  Options o = Options::parse("budget=1 remat=1 autocast=bfloat16 batch2=0");
+  EXPECT_NE(check(p, o, 8108843058654518287u).status, Verdict::Mismatch);
+}

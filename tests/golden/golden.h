@@ -1,6 +1,7 @@
 // golden.h - reads golden values written by tests/golden/golden.py (PyTorch).
 #pragma once
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -31,9 +32,21 @@ inline DType dtype_from(const std::string &s) {
   throw Error("golden: unknown dtype " + s);
 }
 
+/// One data element: a number, or the strings "nan", "inf", "-inf" (JSON
+/// has no literals for them; gen_pointwise.py writes these).
+inline double element_from(const nlohmann::json &v) {
+  if (!v.is_string()) return v.get<double>();
+  const std::string s = v.get<std::string>();
+  if (s == "nan") return std::nan("");
+  if (s == "inf") return INFINITY;
+  if (s == "-inf") return -INFINITY;
+  throw Error("golden: unknown element " + s);
+}
+
 inline Tensor tensor_from(const nlohmann::json &j) {
   Shape shape = j.at("shape").get<Shape>();
-  std::vector<double> data = j.at("data").get<std::vector<double>>();
+  std::vector<double> data;
+  for (const nlohmann::json &v : j.at("data")) data.push_back(element_from(v));
   Tensor t = Tensor::empty(shape, kFloat64);
   std::copy(data.begin(), data.end(), t.data_ptr<double>());
   return t.to(dtype_from(j.at("dtype").get<std::string>()));

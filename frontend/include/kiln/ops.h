@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,33 @@ Tensor sqrt(const Tensor &a);
 /// Elementwise max of two tensors (gradient goes to the larger; ties split).
 Tensor maximum(const Tensor &a, const Tensor &b);
 
+// ---- extremes, rounded division, remainders (elementwise.cpp, issue 13) ---------
+/// torch.minimum: NaN if either element is NaN, else the smaller (the first
+/// on a tie, so minimum(0.0, -0.0) is 0.0). The gradient goes to the smaller
+/// element; ties give half to each (as PyTorch's derivatives.yaml).
+Tensor minimum(const Tensor &a, const Tensor &b);
+/// torch.max(a, b) / torch.min(a, b): maximum / minimum.
+Tensor max(const Tensor &a, const Tensor &b);
+Tensor min(const Tensor &a, const Tensor &b);
+/// torch.div(a, b, rounding_mode): "trunc" rounds the quotient toward zero
+/// (floats: trunc(a / b)), "floor" toward -inf (floats: PyTorch's
+/// div_floor_floating, aten/src/ATen/native/BinaryOps.h, so x / 0 is
+/// +-inf or nan as IEEE); integer operands stay integer (promote_types).
+/// Throws on another mode, on bool x bool, and for integers when an element
+/// of b is 0 ("ZeroDivisionError", as PyTorch on CPU; a compiled graph
+/// cannot raise and gives 0 there). The gradient is zero for both operands.
+Tensor div(const Tensor &a, const Tensor &b, const std::string &rounding_mode);
+/// div(a, b, "floor") (torch.floor_divide).
+Tensor floor_divide(const Tensor &a, const Tensor &b);
+/// torch.remainder: a - b * floor(a / b), with the sign of b (Python's %;
+/// computed as fmod plus b where the signs differ, as aten's
+/// remainder_kernel). Integer division by zero as div. Gradient: a gets g,
+/// b gets -g * floor_divide(a, b) (derivatives.yaml).
+Tensor remainder(const Tensor &a, const Tensor &b);
+/// torch.fmod: C fmod, with the sign of a. Integer division by zero as div.
+/// Gradient: a gets g, b gets -g * div(a, b, "trunc").
+Tensor fmod(const Tensor &a, const Tensor &b);
+
 // comparisons (broadcasting, bool result, no gradient)
 Tensor eq(const Tensor &a, const Tensor &b);
 Tensor ne(const Tensor &a, const Tensor &b);
@@ -86,6 +114,20 @@ Tensor mean(const Tensor &a, const Shape &dims = {}, bool keepdim = false);
 Tensor amax(const Tensor &a, const Shape &dims = {}, bool keepdim = false);
 /// Index of the max along `dim` (first on ties), int64, no gradient.
 Tensor argmax(const Tensor &a, int64_t dim, bool keepdim = false);
+/// Index of the max of the flattened tensor (torch.argmax(a)), a 0-d int64.
+/// A NaN counts as the max (the first NaN's index), as PyTorch.
+Tensor argmax(const Tensor &a);
+/// Index of the min along `dim` / of the flattened tensor; as argmax.
+Tensor argmin(const Tensor &a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor &a);
+/// Min over `dims` (PyTorch amin); as amax.
+Tensor amin(const Tensor &a, const Shape &dims = {}, bool keepdim = false);
+/// The max / min over all elements as a 0-d tensor (torch.max(a),
+/// torch.min(a)); NaN if any element is NaN. The gradient is split evenly
+/// among the elements equal to the result (NaN ones when it is NaN), as
+/// PyTorch's evenly_distribute_backward. Throws on an empty tensor.
+Tensor max(const Tensor &a);
+Tensor min(const Tensor &a);
 
 // ---- linear algebra ----------------------------------------------------------------
 /// [M, K] x [K, N] -> [M, N]; [K] vectors are promoted as in torch.matmul;
@@ -103,8 +145,8 @@ Tensor matmul(const Tensor &a, const Tensor &b);
 // their dtype (float16/bfloat16 are computed in float32 and rounded once);
 // int inputs are computed as float32 (except abs and clamp, see there).
 // Bool inputs and undefined tensors throw kiln::Error naming the op.
-// sigmoid, silu, gelu("tanh"), clamp and masked_fill are composites of
-// traceable ops (kiln::compile captures them); the others are eager kernels.
+// sigmoid, silu, gelu, clamp and masked_fill are composites of traceable ops; the
+// others are kernels with a kiln dialect op (kiln::compile captures them all).
 /// |a|; integer inputs stay integer (as torch.abs). Gradient sign(a) (0 at 0).
 Tensor abs(const Tensor &a);
 /// 1 / sqrt(a) (nan for a < 0, inf at 0).
@@ -116,7 +158,8 @@ Tensor sigmoid(const Tensor &a);
 /// a * sigmoid(a) (Elfwing et al. 2018; PyTorch's SiLU).
 Tensor silu(const Tensor &a);
 /// GELU (Hendrycks & Gimpel 2016). approximate "none": a * Phi(a) with the
-/// exact normal CDF Phi(a) = erfc(-a / sqrt 2) / 2; "tanh":
+/// exact normal CDF Phi(a) = (1 + erf(a / sqrt 2)) / 2 (as PyTorch's
+/// GeluKernel; captured by kiln::compile as kiln.erf); "tanh":
 /// 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), computed as the identical
 /// a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)).
 /// Throws on any other `approximate` string.
@@ -128,6 +171,23 @@ Tensor cos(const Tensor &a);
 /// Gradient 1 inside [min, max] (bounds included), 0 outside. Integer inputs
 /// stay integer when both finite bounds are integral, else become float32.
 Tensor clamp(const Tensor &a, double min, double max);
+/// clamp with optional bounds (torch.clamp(a, min=None, max=None)): an
+/// absent bound is no bound; both absent throws (as PyTorch).
+Tensor clamp(const Tensor &a, std::optional<double> min, std::optional<double> max);
+/// clamp(a, min, +inf) / clamp(a, -inf, max) (torch.clamp_min / clamp_max).
+Tensor clamp_min(const Tensor &a, double min);
+Tensor clamp_max(const Tensor &a, double max);
+/// The error function 2/sqrt(pi) int_0^a exp(-t^2) dt (float result, as the
+/// other float ops). Gradient 2/sqrt(pi) exp(-a^2).
+Tensor erf(const Tensor &a);
+/// Rounding (torch.floor / ceil / round / trunc): round is half to even
+/// (round(2.5) = 2, round(-0.5) = -0.0). Integer inputs are returned as a
+/// copy with their dtype; floats keep theirs. NaN, +-inf and -0.0 pass
+/// through. The gradient is zero.
+Tensor floor(const Tensor &a);
+Tensor ceil(const Tensor &a);
+Tensor round(const Tensor &a);
+Tensor trunc(const Tensor &a);
 /// Copy of `a` with `value` (converted to a's dtype) where `mask` is true.
 /// mask must be bool and broadcast to a's shape (the result has a's shape);
 /// no gradient flows to masked positions.

@@ -39,7 +39,7 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
   case ir::OpKind::Add: return in[0] + in[1];
   case ir::OpKind::Sub: return in[0] - in[1];
   case ir::OpKind::Mul: return in[0] * in[1];
-  case ir::OpKind::Div: return in[0] / in[1];
+  case ir::OpKind::Div: return in[0].is_floating_point() ? in[0] / in[1] : div(in[0], in[1], "trunc");  // ints: C division
   case ir::OpKind::Neg: return neg(in[0]);
   case ir::OpKind::Exp: return exp(in[0]);
   case ir::OpKind::Log: return log(in[0]);
@@ -79,6 +79,21 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
   case ir::OpKind::MaxPool2dGather: return run_conv_node(n, in, result);
   case ir::OpKind::Gather: return detail::gather_as(in[0], n.ints[0], in[1], static_cast<ir::IndexSource>(n.ints[1]));
   case ir::OpKind::ScatterAdd: return scatter_add(in[0], n.ints[0], in[1], in[2]);
+  // issue 13, pointwise
+  case ir::OpKind::Erf: return erf(in[0]);
+  case ir::OpKind::Floor: return floor(in[0]);
+  case ir::OpKind::Ceil: return ceil(in[0]);
+  case ir::OpKind::Round: return round(in[0]);
+  case ir::OpKind::Trunc: return trunc(in[0]);
+  case ir::OpKind::Maximum: return maximum(in[0], in[1]);
+  case ir::OpKind::Minimum: return minimum(in[0], in[1]);
+  case ir::OpKind::FloorDiv: return floor_divide(in[0], in[1]);
+  case ir::OpKind::Remainder: return remainder(in[0], in[1]);
+  case ir::OpKind::Fmod: return fmod(in[0], in[1]);
+  case ir::OpKind::ReduceMin: return amin(in[0], n.ints, n.keepdim);
+  case ir::OpKind::ArgMax: return argmax(in[0], n.ints.at(0), n.keepdim);
+  case ir::OpKind::ArgMin: return argmin(in[0], n.ints.at(0), n.keepdim);
+  case ir::OpKind::Cumsum: return cumsum(in[0], n.ints.at(0));
   }
   throw Error(std::string("kiln::compile: graph-break segment: cannot replay op ") + ir::toString(n.kind));
 }

@@ -1,7 +1,6 @@
 // Elementwise ops: arithmetic, unary math, comparisons, where.
 // Each op: check -> promote -> broadcast (expand, a traced view) -> kernel on
 // same-shape operands -> trace record -> autograd record.
-#include <optional>
 #include <cmath>
 #include <type_traits>
 
@@ -110,11 +109,84 @@ template <class T> T maximum_value(T p, T q) {
   return p < q ? q : p;
 }
 
-enum class Bin { Add, Sub, Mul, Div, Max };
+/// torch.minimum of two elements; as maximum_value.
+template <class T> T minimum_value(T p, T q) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (p != p) return p;
+    if (q != q) return q;
+  }
+  return q < p ? q : p;
+}
+
+/// a / b rounded toward -inf, as PyTorch's div_floor_floating /
+/// div_floor_integer (aten/src/ATen/native/BinaryOps.h): floats go through
+/// fmod so the quotient of exact multiples is exact; x / 0 is IEEE.
+/// Integers: b != 0 (checked before the kernel runs).
+template <class T> T floor_div_value(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == 0) return a / b;
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= T(1);
+    if (div == 0) return std::copysign(T(0), a / b);
+    T floordiv = std::floor(div);
+    if (div - floordiv > T(0.5)) floordiv += T(1);
+    return floordiv;
+  } else {
+    const T quot = a / b, rem = a % b;
+    return (rem != 0 && (a < 0) != (b < 0)) ? quot - 1 : quot;
+  }
+}
+
+/// torch.remainder: the result has the sign of b (aten's remainder_kernel:
+/// fmod, then + b where the signs differ).
+template <class T> T remainder_value(T a, T b) {
+  T mod;
+  if constexpr (std::is_floating_point_v<T>) mod = std::fmod(a, b);
+  else mod = a % b;
+  if (mod != 0 && (b < 0) != (mod < 0)) mod += b;
+  return mod;
+}
+
+/// torch.fmod: C fmod / %, the sign of a.
+template <class T> T fmod_value(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
+  else return a % b;
+}
+
+/// TruncDiv is integer division (C's /); float trunc division is
+/// trunc(a / b) from traced ops (div with rounding_mode).
+enum class Bin { Add, Sub, Mul, Div, Max, Min, FloorDiv, TruncDiv, Rem, Fmod };
+
+bool is_integer_division(Bin op) { return op == Bin::FloorDiv || op == Bin::TruncDiv || op == Bin::Rem || op == Bin::Fmod; }
+
+/// True if any element of the strided tensor y is zero.
+template <class T> bool has_zero(const Tensor &y) {
+  const T *p = reinterpret_cast<const T *>(kernels::storage_base(y));
+  bool zero = false;
+  kernels::for_each_row<1>(y.sizes(), {&y.strides()}, {y.storage_offset()},
+                           [&](std::array<int64_t, 1> off, int64_t n, std::array<int64_t, 1> st) {
+                             for (int64_t i = 0; i < n; ++i) zero |= p[off[0] + i * st[0]] == T(0);
+                           });
+  return zero;
+}
 
 /// out = x (op) y over same-shape operands of out's compute dtype.
 using BinaryKernel = void(Bin op, const char *name, const Tensor &x, const Tensor &y, const Tensor &out);
 dispatch::DispatchStub<BinaryKernel> binary_stub("elementwise binary");
+
+/// The integer division family: throws (before computing) on a zero divisor.
+template <class T> void division_cpu(Bin op, const char *name, const Tensor &x, const Tensor &y, const Tensor &out) {
+  if constexpr (!std::is_floating_point_v<T>)
+    KILN_CHECK(!has_zero<T>(y), name, ": ZeroDivisionError: integer division by zero (an element of the divisor is 0, "
+               "dtype ", dtype_name(y.dtype()), ")");
+  switch (op) {
+  case Bin::FloorDiv: map2<T, T, T>(x, y, out, [](T p, T q) { return floor_div_value(p, q); }); break;
+  case Bin::TruncDiv: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p / q); }); break;
+  case Bin::Rem: map2<T, T, T>(x, y, out, [](T p, T q) { return remainder_value(p, q); }); break;
+  default: map2<T, T, T>(x, y, out, [](T p, T q) { return fmod_value(p, q); }); break;
+  }
+}
 
 void binary_cpu(Bin op, const char *name, const Tensor &x, const Tensor &y, const Tensor &out) {
   kernels::dispatch(out.dtype(), name, [&](auto zero) {
@@ -125,14 +197,90 @@ void binary_cpu(Bin op, const char *name, const Tensor &x, const Tensor &y, cons
     case Bin::Mul: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p * q); }); break;
     case Bin::Div: map2<T, T, T>(x, y, out, [](T p, T q) { return static_cast<T>(p / q); }); break;
     case Bin::Max: map2<T, T, T>(x, y, out, [](T p, T q) { return maximum_value(p, q); }); break;
+    case Bin::Min: map2<T, T, T>(x, y, out, [](T p, T q) { return minimum_value(p, q); }); break;
+    case Bin::FloorDiv:
+    case Bin::TruncDiv:
+    case Bin::Rem:
+    case Bin::Fmod: division_cpu<T>(op, name, x, y, out); break;
     }
   });
 }
 const dispatch::KernelRegistrar<BinaryKernel> binary_cpu_reg(binary_stub, DeviceType::CPU, binary_cpu);
 
+/// The traced node of a binary op (integer TruncDiv is kiln.div on integers).
+ir::OpKind binary_kind(Bin op) {
+  switch (op) {
+  case Bin::Add: return ir::OpKind::Add;
+  case Bin::Sub: return ir::OpKind::Sub;
+  case Bin::Mul: return ir::OpKind::Mul;
+  case Bin::Div: return ir::OpKind::Div;
+  case Bin::Max: return ir::OpKind::Maximum;
+  case Bin::Min: return ir::OpKind::Minimum;
+  case Bin::FloorDiv: return ir::OpKind::FloorDiv;
+  case Bin::TruncDiv: return ir::OpKind::Div;
+  case Bin::Rem: return ir::OpKind::Remainder;
+  case Bin::Fmod: return ir::OpKind::Fmod;
+  }
+  return ir::OpKind::Add;
+}
+
+/// The gradient of maximum (kMax) or minimum as PyTorch's derivatives.yaml:
+/// g where the operand wins, g / 2 on ties, 0 where it loses; where either
+/// operand is NaN (no order) both get all of g.
+TensorList extreme_backward(const TensorList &g, const TensorList &s, bool is_max) {
+  Tensor zero = zeros({}, g[0].dtype());
+  Tensor shared = where(eq(s[0], s[1]), g[0] * 0.5, g[0]);
+  Tensor a_loses = is_max ? lt(s[0], s[1]) : gt(s[0], s[1]);
+  Tensor b_loses = is_max ? gt(s[0], s[1]) : lt(s[0], s[1]);
+  return {where(a_loses, zero, shared), where(b_loses, zero, shared)};
+}
+
+void record_binary_grad(Bin op, const Tensor &x, const Tensor &y, const Tensor &out) {
+  auto zero_grads = [](const TensorList &g, const TensorList &) -> TensorList {
+    return {zeros_like(g[0]), zeros_like(g[0])};
+  };
+  switch (op) {
+  case Bin::Add:
+    autograd::record(out, "AddBackward", {x, y}, {},
+                     [](const TensorList &g, const TensorList &) -> TensorList { return {g[0], g[0]}; });
+    break;
+  case Bin::Sub:
+    autograd::record(out, "SubBackward", {x, y}, {},
+                     [](const TensorList &g, const TensorList &) -> TensorList { return {g[0], -g[0]}; });
+    break;
+  case Bin::Mul:
+    autograd::record(out, "MulBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0] * s[1], g[0] * s[0]};
+    });
+    break;
+  case Bin::Div:
+    autograd::record(out, "DivBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0] / s[1], -(g[0] * s[0]) / (s[1] * s[1])};
+    });
+    break;
+  case Bin::Max:
+  case Bin::Min: {
+    const bool is_max = op == Bin::Max;
+    autograd::record(out, is_max ? "MaximumBackward" : "MinimumBackward", {x, y}, {x, y},
+                     [is_max](const TensorList &g, const TensorList &s) { return extreme_backward(g, s, is_max); });
+    break;
+  }
+  case Bin::FloorDiv:
+  case Bin::TruncDiv: autograd::record(out, "DivBackward", {x, y}, {}, zero_grads); break;
+  case Bin::Rem:
+    autograd::record(out, "RemainderBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0], -(g[0] * floor_divide(s[0], s[1]))};
+    });
+    break;
+  case Bin::Fmod:
+    autograd::record(out, "FmodBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0], -(g[0] * div(s[0], s[1], "trunc"))};
+    });
+    break;
+  }
+}
+
 Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
-  std::optional<trace::GraphBreak> graph_break;  // maximum has no kiln op: runs eagerly
-  if (op == Bin::Max) graph_break.emplace("maximum");
   check_defined(a, name, "first operand");
   check_defined(b, name, "second operand");
   const Device device = dispatch::common_device(name, {&a, &b});
@@ -142,45 +290,8 @@ Tensor binary(const Tensor &a, const Tensor &b, Bin op, const char *name) {
   auto [x, y] = prepare(a, b, compute, device, name);
   Tensor out = Tensor::empty(x.sizes(), compute, device);
   binary_stub(name, device.type, op, name, x, y, out);
-  switch (op) {
-  case Bin::Add: trace::record(ir::OpKind::Add, {x, y}, out); break;
-  case Bin::Sub: trace::record(ir::OpKind::Sub, {x, y}, out); break;
-  case Bin::Mul: trace::record(ir::OpKind::Mul, {x, y}, out); break;
-  case Bin::Div: trace::record(ir::OpKind::Div, {x, y}, out); break;
-  case Bin::Max: break;
-  }
-  if (autograd::any_requires_grad({x, y})) {
-    switch (op) {
-    case Bin::Add:
-      autograd::record(out, "AddBackward", {x, y}, {},
-                       [](const TensorList &g, const TensorList &) -> TensorList { return {g[0], g[0]}; });
-      break;
-    case Bin::Sub:
-      autograd::record(out, "SubBackward", {x, y}, {},
-                       [](const TensorList &g, const TensorList &) -> TensorList { return {g[0], -g[0]}; });
-      break;
-    case Bin::Mul:
-      autograd::record(out, "MulBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
-        return {g[0] * s[1], g[0] * s[0]};
-      });
-      break;
-    case Bin::Div:
-      autograd::record(out, "DivBackward", {x, y}, {x, y}, [](const TensorList &g, const TensorList &s) -> TensorList {
-        return {g[0] / s[1], -(g[0] * s[0]) / (s[1] * s[1])};
-      });
-      break;
-    case Bin::Max:
-      autograd::record(out, "MaximumBackward", {x, y}, {x, y},
-                       [](const TensorList &g, const TensorList &s) -> TensorList {
-                         // As torch: ties split the gradient; where either
-                         // operand is NaN (no order) both get all of it.
-                         Tensor zero = zeros({}, g[0].dtype());
-                         Tensor shared = where(eq(s[0], s[1]), g[0] * 0.5, g[0]);
-                         return {where(lt(s[0], s[1]), zero, shared), where(gt(s[0], s[1]), zero, shared)};
-                       });
-      break;
-    }
-  }
+  trace::record(binary_kind(op), {x, y}, out);
+  if (autograd::any_requires_grad({x, y})) record_binary_grad(op, x, y, out);
   return result != compute ? out.to(result) : out;
 }
 
@@ -398,6 +509,37 @@ Tensor sub(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Sub, "su
 Tensor mul(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Mul, "mul"); }
 Tensor div(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Div, "div"); }
 Tensor maximum(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Max, "maximum"); }
+Tensor minimum(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Min, "minimum"); }
+Tensor max(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Max, "max"); }
+Tensor min(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Min, "min"); }
+Tensor floor_divide(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::FloorDiv, "floor_divide"); }
+Tensor remainder(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Rem, "remainder"); }
+Tensor fmod(const Tensor &a, const Tensor &b) { return binary(a, b, Bin::Fmod, "fmod"); }
+
+Tensor div(const Tensor &a, const Tensor &b, const std::string &rounding_mode) {
+  KILN_CHECK(rounding_mode == "trunc" || rounding_mode == "floor", "div: rounding_mode must be \"trunc\" or \"floor\", got \"",
+             rounding_mode, "\"");
+  if (rounding_mode == "floor") return binary(a, b, Bin::FloorDiv, "div");
+  check_defined(a, "div", "first operand");
+  check_defined(b, "div", "second operand");
+  if (!is_floating_point(promote_arith(a.dtype(), b.dtype(), "div"))) return binary(a, b, Bin::TruncDiv, "div");
+  // Floats: trunc(a / b) (aten's div_trunc), with a zero gradient (as
+  // PyTorch: a rounded quotient is piecewise constant).
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = trunc(div(a, b));
+  }
+  if (autograd::any_requires_grad({a, b})) {
+    const Shape sa = a.sizes(), sb = b.sizes();
+    const DType da = a.dtype(), db = b.dtype();
+    const Device device = out.device();
+    autograd::record(out, "DivBackward", {a, b}, {}, [=](const TensorList &, const TensorList &) -> TensorList {
+      return {zeros(sa, da, device), zeros(sb, db, device)};
+    });
+  }
+  return out;
+}
 Tensor neg(const Tensor &a) { return unary(a, Un::Neg, "neg"); }
 Tensor exp(const Tensor &a) {
   amp::detail::AutocastOp ac("exp");

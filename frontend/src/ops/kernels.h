@@ -335,22 +335,29 @@ template <class T> T contiguous_sum(const T *p, int64_t n, bool parallel) {
 /// max with NaN propagation (as torch.amax): a NaN in either argument wins
 /// once it is in `best`, and a NaN `v` replaces any best.
 template <class T> inline T max_propagate(T best, T v) { return (v > best || v != v) ? v : best; }
+/// min with NaN propagation (as torch.amin).
+template <class T> inline T min_propagate(T best, T v) { return (v < best || v != v) ? v : best; }
 
-/// Largest of n >= 1 contiguous elements (NaN if any is NaN).
-template <class T> T contiguous_max(const T *__restrict p, int64_t n) {
+/// Largest (kMax) or smallest of n >= 1 contiguous elements (NaN if any is NaN).
+template <bool kMax, class T> T contiguous_extreme(const T *__restrict p, int64_t n) {
   constexpr int kLanes = 16;
-  const T init = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                      : std::numeric_limits<T>::lowest();
+  constexpr T inf = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                         : std::numeric_limits<T>::max();
+  const T init = kMax ? (std::numeric_limits<T>::has_infinity ? -inf : std::numeric_limits<T>::lowest()) : inf;
+  auto combine = [](T best, T v) { return kMax ? max_propagate(best, v) : min_propagate(best, v); };
   T acc[kLanes];
   for (int l = 0; l < kLanes; ++l) acc[l] = init;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = max_propagate(acc[l], p[i + l]);
-  for (int l = 0; i < n; ++i, ++l) acc[l] = max_propagate(acc[l], p[i]);
+    for (int l = 0; l < kLanes; ++l) acc[l] = combine(acc[l], p[i + l]);
+  for (int l = 0; i < n; ++i, ++l) acc[l] = combine(acc[l], p[i]);
   T m = acc[0];
-  for (int l = 1; l < kLanes; ++l) m = max_propagate(m, acc[l]);
+  for (int l = 1; l < kLanes; ++l) m = combine(m, acc[l]);
   return m;
 }
+
+/// Largest of n >= 1 contiguous elements (NaN if any is NaN).
+template <class T> T contiguous_max(const T *__restrict p, int64_t n) { return contiguous_extreme<true>(p, n); }
 
 /// A factory's freshly built host tensor placed on `device` (returned as is
 /// when it is already there): a plain byte copy through the device's

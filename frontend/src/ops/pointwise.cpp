@@ -1,12 +1,11 @@
 // More pointwise math: abs, rsqrt, tanh, sigmoid, silu, gelu, sin, cos,
-// clamp, masked_fill.
+// erf, floor/ceil/round/trunc, clamp, masked_fill.
 //
 // Two kinds of op live here:
-// - primitive kernels (abs, rsqrt, tanh, sin, cos and the normal CDF behind
-//   exact gelu): a strided float kernel, trace::record (the normal CDF:
-//   a trace::GraphBreak), and a backward
-//   written with public ops;
-// - composites (sigmoid, silu, gelu "tanh", clamp, masked_fill) built only
+// - primitive kernels (abs, rsqrt, tanh, sin, cos, erf, the roundings): a
+//   strided float kernel, trace::record, and a backward written with
+//   public ops;
+// - composites (sigmoid, silu, gelu, clamp, masked_fill) built only
 //   from traceable differentiable ops (compare, where, neg, exp, add, mul,
 //   div), so they need no backward of their own and kiln::compile captures them.
 #include <cmath>
@@ -24,7 +23,7 @@ namespace {
 using autograd::TensorList;
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double k2OverSqrtPi = 1.12837916709551257390; // 2 / sqrt(pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
 
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
@@ -63,7 +62,7 @@ template <class F> void map_cpu(const Tensor &x, const Tensor &out, const char *
 }
 
 /// The primitive kernels of this file.
-enum class Pw { Abs, Rsqrt, Tanh, Sin, Cos, NormalCdf };
+enum class Pw { Abs, Rsqrt, Tanh, Sin, Cos, Erf, Floor, Ceil, Round, Trunc };
 
 /// out = op(x) (same shape, x's compute dtype, out contiguous).
 using PointwiseKernel = void(Pw op, const char *name, const Tensor &x, const Tensor &out);
@@ -76,12 +75,12 @@ void pointwise_cpu(Pw op, const char *name, const Tensor &x, const Tensor &out) 
   case Pw::Tanh: map_cpu(x, out, name, [](auto v) { return std::tanh(v); }); break;
   case Pw::Sin: map_cpu(x, out, name, [](auto v) { return std::sin(v); }); break;
   case Pw::Cos: map_cpu(x, out, name, [](auto v) { return std::cos(v); }); break;
-  case Pw::NormalCdf:
-    map_cpu(x, out, name, [](auto v) {
-      using T = decltype(v);
-      return T(0.5) * std::erfc(-v * T(kSqrt1_2));
-    });
-    break;
+  case Pw::Erf: map_cpu(x, out, name, [](auto v) { return std::erf(v); }); break;
+  case Pw::Floor: map_cpu(x, out, name, [](auto v) { return std::floor(v); }); break;
+  case Pw::Ceil: map_cpu(x, out, name, [](auto v) { return std::ceil(v); }); break;
+  // nearbyint in the default rounding mode: half to even, as torch.round.
+  case Pw::Round: map_cpu(x, out, name, [](auto v) { return std::nearbyint(v); }); break;
+  case Pw::Trunc: map_cpu(x, out, name, [](auto v) { return std::trunc(v); }); break;
   }
 }
 const dispatch::KernelRegistrar<PointwiseKernel> pointwise_cpu_reg(pointwise_stub, DeviceType::CPU, pointwise_cpu);
@@ -107,16 +106,20 @@ Computed run_float_kernel(const Tensor &a, const char *op, ir::OpKind kind, Pw f
   return {x, out};
 }
 
-/// Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt(2)) / 2 (erfc keeps the left
-/// tail accurate), in the compute dtype. Backward: phi(x) = exp(-x^2/2) / sqrt(2 pi).
-Tensor normal_cdf(const Tensor &x) {
-  trace::GraphBreak graph_break("gelu");  // not capturable: runs eagerly between compiled segments
-  Tensor out = map_elements(x, "gelu", Pw::NormalCdf);
+/// floor/ceil/round/trunc: integers are returned as a copy (as PyTorch);
+/// floats through the kernel `f` in the float compute dtype, with a zero
+/// gradient (PyTorch's derivatives.yaml: zeros_like(grad)).
+Tensor rounding(const Tensor &a, const char *op, ir::OpKind kind, Pw f) {
+  check_input(a, op);
+  if (!a.is_floating_point()) return a.clone();
+  Tensor x = a.to(float_compute(a.dtype()));
+  Tensor out = map_elements(x, op, f);
+  trace::record(kind, {x}, out);
   if (autograd::any_requires_grad({x}))
-    autograd::record(out, "NormalCdfBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
-      return {g[0] * exp(s[0] * s[0] * -0.5) * kInvSqrt2Pi};
+    autograd::record(out, "RoundingBackward", {x}, {}, [](const TensorList &g, const TensorList &) -> TensorList {
+      return {zeros_like(g[0])};
     });
-  return out;
+  return to_result(out, a.dtype());
 }
 
 /// x with `bound` (a constant of x's dtype) where `cond` is true.
@@ -163,6 +166,20 @@ Tensor tanh(const Tensor &a) {
                      });
   return to_result(out, float_result(a.dtype()));
 }
+
+Tensor erf(const Tensor &a) {
+  auto [x, out] = run_float_kernel(a, "erf", ir::OpKind::Erf, Pw::Erf);
+  if (autograd::any_requires_grad({x}))
+    autograd::record(out, "ErfBackward", {x}, {x}, [](const TensorList &g, const TensorList &s) -> TensorList {
+      return {g[0] * exp(-(s[0] * s[0])) * k2OverSqrtPi};  // 2/sqrt(pi) exp(-x^2)
+    });
+  return to_result(out, float_result(a.dtype()));
+}
+
+Tensor floor(const Tensor &a) { return rounding(a, "floor", ir::OpKind::Floor, Pw::Floor); }
+Tensor ceil(const Tensor &a) { return rounding(a, "ceil", ir::OpKind::Ceil, Pw::Ceil); }
+Tensor round(const Tensor &a) { return rounding(a, "round", ir::OpKind::Round, Pw::Round); }
+Tensor trunc(const Tensor &a) { return rounding(a, "trunc", ir::OpKind::Trunc, Pw::Trunc); }
 
 Tensor sin(const Tensor &a) {
   auto [x, out] = run_float_kernel(a, "sin", ir::OpKind::Sin, Pw::Sin);
@@ -215,7 +232,8 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
     Tensor u = (x + x * x * x * 0.044715) * kSqrt2OverPi;
     out = x * sigmoid(u * 2.0);
   } else {
-    out = x * normal_cdf(x);
+    // x * Phi(x) = x * (1 + erf(x / sqrt 2)) / 2, as PyTorch's GeluKernel.
+    out = x * ((erf(x * kSqrt1_2) + 1.0) * 0.5);
   }
   return to_result(out, float_result(a.dtype()));
 }
@@ -242,6 +260,14 @@ Tensor clamp(const Tensor &a, double min, double max) {
   if (out.impl() == x.impl()) out = x.clone();  // never alias the input
   return to_result(out, result);
 }
+
+Tensor clamp(const Tensor &a, std::optional<double> min, std::optional<double> max) {
+  KILN_CHECK(min.has_value() || max.has_value(), "clamp: at least one of min and max must be given, got neither");
+  return clamp(a, min.value_or(-INFINITY), max.value_or(INFINITY));
+}
+
+Tensor clamp_min(const Tensor &a, double min) { return clamp(a, min, INFINITY); }
+Tensor clamp_max(const Tensor &a, double max) { return clamp(a, -INFINITY, max); }
 
 Tensor masked_fill(const Tensor &a, const Tensor &mask, double value) {
   KILN_CHECK(a.defined(), "masked_fill: input is an undefined tensor");

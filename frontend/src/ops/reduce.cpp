@@ -1,4 +1,5 @@
-// Reductions: sum, mean, amax, argmax over any set of dims.
+// Reductions: sum, mean, amax/amin over any set of dims, max()/min() over
+// all dims, argmax/argmin along one dim or over all.
 #include <algorithm>
 #include <limits>
 
@@ -59,7 +60,7 @@ Tensor expand_reduced(const Tensor &g, const Shape &in_shape, const Shape &dims,
 bool is_half(DType t) { return t == kFloat16 || t == kBFloat16; }
 
 /// Reduces each contiguous block of `inner` elements of `c` into one element of out.
-enum class Red { Sum, Max, ArgMax };
+enum class Red { Sum, Max, Min, ArgMax, ArgMin };
 using ReduceKernel = void(Red op, const Tensor &c, int64_t inner, const Tensor &out);
 dispatch::DispatchStub<ReduceKernel> reduce_stub("reduction");
 
@@ -82,55 +83,137 @@ void sum_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
   });
 }
 
-void amax_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
+/// amax (kMax) or amin of each block; NaN propagates (as torch.amax/amin).
+template <bool kMax> void extreme_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
   const int64_t outer = out.numel();
-  kernels::dispatch(out.dtype(), "amax", [&](auto zero) {
+  kernels::dispatch(out.dtype(), kMax ? "amax" : "amin", [&](auto zero) {
     using T = decltype(zero);
     const T *p = static_cast<const T *>(c.raw_data());
     T *o = static_cast<T *>(out.raw_data());
-    // NaN propagates (as torch.amax); an all -inf row gives -inf.
+    auto combine = [](T best, T v) { return kMax ? kernels::max_propagate(best, v) : kernels::min_propagate(best, v); };
     if (outer == 1 && inner > kernels::kSumChunk) {
       const int64_t chunks = (inner + kernels::kSumChunk - 1) / kernels::kSumChunk;
       std::vector<T> part(static_cast<size_t>(chunks));
       kernels::parallel_for(chunks, 1, inner, [&](int64_t b, int64_t e) {
         for (int64_t k = b; k < e; ++k)
-          part[k] = kernels::contiguous_max(p + k * kernels::kSumChunk,
-                                            std::min(kernels::kSumChunk, inner - k * kernels::kSumChunk));
+          part[k] = kernels::contiguous_extreme<kMax>(p + k * kernels::kSumChunk,
+                                                      std::min(kernels::kSumChunk, inner - k * kernels::kSumChunk));
       });
       T m = part[0];
-      for (int64_t k = 1; k < chunks; ++k) m = kernels::max_propagate(m, part[k]);
+      for (int64_t k = 1; k < chunks; ++k) m = combine(m, part[k]);
       o[0] = m;
       return;
     }
     const int64_t rows_per_chunk = std::max<int64_t>(1, kernels::kSumChunk / inner);
     kernels::parallel_for(outer, rows_per_chunk, outer * inner, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_max(p + i * inner, inner);
+      for (int64_t i = b; i < e; ++i) o[i] = kernels::contiguous_extreme<kMax>(p + i * inner, inner);
     });
   });
 }
 
-void argmax_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
-  const double *p = c.data_ptr<double>();
-  int64_t *o = out.data_ptr<int64_t>();
-  // The first NaN wins (as torch.argmax and Kiln's max(x, dim).indices);
-  // ties keep the first index.
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const double *row = p + i * inner;
-    int64_t best = 0;
-    for (int64_t j = 1; j < inner && row[best] == row[best]; ++j)
-      if (row[j] > row[best] || row[j] != row[j]) best = j;
-    o[i] = best;
-  }
+/// argmax (kMax) or argmin of each block: the first NaN wins (as
+/// torch.argmax/argmin and Kiln's max(x, dim).indices); ties keep the first index.
+template <bool kMax> void arg_extreme_cpu(const Tensor &c, int64_t inner, const Tensor &out) {
+  kernels::dispatch(c.dtype(), kMax ? "argmax" : "argmin", [&](auto zero) {
+    using T = decltype(zero);
+    const T *p = static_cast<const T *>(c.raw_data());
+    int64_t *o = out.data_ptr<int64_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const T *row = p + i * inner;
+      int64_t best = 0;
+      for (int64_t j = 1; j < inner && row[best] == row[best]; ++j)
+        if ((kMax ? row[j] > row[best] : row[j] < row[best]) || row[j] != row[j]) best = j;
+      o[i] = best;
+    }
+  });
 }
 
 void reduce_cpu(Red op, const Tensor &c, int64_t inner, const Tensor &out) {
   switch (op) {
   case Red::Sum: sum_cpu(c, inner, out); break;
-  case Red::Max: amax_cpu(c, inner, out); break;
-  case Red::ArgMax: argmax_cpu(c, inner, out); break;
+  case Red::Max: extreme_cpu<true>(c, inner, out); break;
+  case Red::Min: extreme_cpu<false>(c, inner, out); break;
+  case Red::ArgMax: arg_extreme_cpu<true>(c, inner, out); break;
+  case Red::ArgMin: arg_extreme_cpu<false>(c, inner, out); break;
   }
 }
 const dispatch::KernelRegistrar<ReduceKernel> reduce_cpu_reg(reduce_stub, DeviceType::CPU, reduce_cpu);
+
+/// The backward of amax/amin over `dims` of x (its result `out`): ties share
+/// the gradient evenly (as torch.amax/amin). With `nan_aware` (max()/min()
+/// over all dims), a NaN result sends the gradient to the NaN elements, as
+/// PyTorch's evenly_distribute_backward (torch/csrc/autograd/FunctionsManual.cpp).
+void record_extreme_backward(const Tensor &out, const Tensor &x, const Shape &dims, bool keepdim, bool is_max,
+                             bool nan_aware) {
+  const char *name = nan_aware ? (is_max ? "MaxBackward" : "MinBackward") : (is_max ? "AmaxBackward" : "AminBackward");
+  const Shape in_shape = x.sizes();
+  autograd::record(out, name, {x}, {x, out.detach()},
+                   [in_shape, dims, keepdim, nan_aware](const TensorList &g, const TensorList &s) -> TensorList {
+                     Tensor best = expand_reduced(s[1], in_shape, dims, keepdim);
+                     Tensor hit = eq(s[0], best);
+                     if (nan_aware) hit = where(ne(s[0], s[0]), ne(best, best), hit);
+                     Tensor mask = hit.to(g[0].dtype());
+                     Tensor count = sum(mask, dims, /*keepdim=*/true);
+                     Tensor share = expand_reduced(g[0], in_shape, dims, keepdim) / count.expand(in_shape);
+                     return {share * mask};
+                   });
+}
+
+/// amax (is_max) or amin over dims, with the backward of record_extreme_backward.
+Tensor extreme_reduce(const Tensor &a, const Shape &dims_in, bool keepdim, bool is_max, bool nan_aware = false) {
+  const char *op = is_max ? "amax" : "amin";
+  KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
+  if (is_half(a.dtype())) return extreme_reduce(a.to(kFloat32), dims_in, keepdim, is_max, nan_aware).to(a.dtype());
+  Shape dims = normalize_dims(a, dims_in, op);
+  for (int64_t d : dims)
+    KILN_CHECK(a.size(d) > 0, op, ": cannot reduce over zero-size dimension ", d, " of shape ", shape_str(a.sizes()));
+  KILN_CHECK(a.dtype() != kBool, op, ": bool input is not supported; convert with .to() first");
+  int64_t inner = 1;
+  Tensor c = reduction_layout(a, dims, &inner);
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), a.dtype(), a.device());
+  reduce_stub(op, a.device().type, is_max ? Red::Max : Red::Min, c, inner, out);
+  trace::Attrs attrs;
+  attrs.ints = dims;
+  attrs.keepdim = keepdim;
+  trace::record(is_max ? ir::OpKind::ReduceMax : ir::OpKind::ReduceMin, {a}, out, attrs);
+  if (autograd::any_requires_grad({a})) record_extreme_backward(out, a, dims, keepdim, is_max, nan_aware);
+  return out;
+}
+
+/// argmax (is_max) or argmin along one dim: int64, no gradient; traced as
+/// kiln.argmax / kiln.argmin. 16-bit floats compare in float32, bool as int64.
+Tensor arg_extreme(const Tensor &a, int64_t dim, bool keepdim, bool is_max) {
+  const char *op = is_max ? "argmax" : "argmin";
+  KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
+  KILN_CHECK(a.dim() > 0, op, ": expected a tensor with at least 1 dimension, got a 0-d tensor");
+  Shape dims = normalize_dims(a, {dim}, op);
+  KILN_CHECK(a.size(dims[0]) > 0, op, ": cannot reduce over zero-size dimension ", dims[0], " of shape ",
+             shape_str(a.sizes()));
+  Tensor x = a;
+  if (is_half(a.dtype())) x = a.to(kFloat32);
+  else if (a.dtype() == kBool) x = a.to(kInt64);
+  int64_t inner = 1;
+  Tensor c = reduction_layout(x, dims, &inner);
+  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64, a.device());
+  reduce_stub(op, a.device().type, is_max ? Red::ArgMax : Red::ArgMin, c, inner, out);
+  trace::Attrs attrs;
+  attrs.ints = dims;
+  attrs.keepdim = keepdim;
+  trace::record(is_max ? ir::OpKind::ArgMax : ir::OpKind::ArgMin, {x}, out, attrs);
+  return out;
+}
+
+/// torch.max(a) / torch.min(a): a 0-d extreme with the NaN-aware even
+/// split of record_extreme_backward. (Computed with autograd on, not under
+/// a NoGradGuard: a graph-break segment replays nodes recorded without grad
+/// as constants, which would drop this gradient.)
+Tensor all_extreme(const Tensor &a, bool is_max) {
+  const char *op = is_max ? "max" : "min";
+  KILN_CHECK(a.defined(), op, ": input is an undefined tensor");
+  KILN_CHECK(a.numel() > 0, op, "(): expected a non-empty tensor (shape ", shape_str(a.sizes()),
+             "); use max(a, dim) or amax with a dim");
+  return extreme_reduce(a, {}, /*keepdim=*/false, is_max, /*nan_aware=*/true);
+}
 
 }  // namespace
 
@@ -173,53 +256,21 @@ Tensor mean(const Tensor &a, const Shape &dims_in, bool keepdim) {
   return sum(a, dims, keepdim) * (1.0 / static_cast<double>(count));
 }
 
-Tensor amax(const Tensor &a, const Shape &dims_in, bool keepdim) {
-  KILN_CHECK(a.defined(), "amax: input is an undefined tensor");
-  if (is_half(a.dtype())) return amax(a.to(kFloat32), dims_in, keepdim).to(a.dtype());
-  Shape dims = normalize_dims(a, dims_in, "amax");
-  for (int64_t d : dims)
-    KILN_CHECK(a.size(d) > 0, "amax: cannot reduce over zero-size dimension ", d, " of shape ",
-               shape_str(a.sizes()));
-  KILN_CHECK(a.dtype() != kBool, "amax: bool input is not supported; convert with .to() first");
-  int64_t inner = 1;
-  Tensor c = reduction_layout(a, dims, &inner);
-  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), a.dtype(), a.device());
-  reduce_stub("amax", a.device().type, Red::Max, c, inner, out);
-  trace::Attrs attrs;
-  attrs.ints = dims;
-  attrs.keepdim = keepdim;
-  trace::record(ir::OpKind::ReduceMax, {a}, out, attrs);
-  if (autograd::any_requires_grad({a})) {
-    Tensor saved_out = out.detach();
-    Shape in_shape = a.sizes();
-    autograd::record(out, "AmaxBackward", {a}, {a, saved_out},
-                     [in_shape, dims, keepdim](const TensorList &g, const TensorList &s) -> TensorList {
-                       // Ties share the gradient evenly (as torch.amax).
-                       Tensor mask = eq(s[0], expand_reduced(s[1], in_shape, dims, keepdim)).to(g[0].dtype());
-                       Tensor count = sum(mask, dims, /*keepdim=*/true);
-                       Tensor share = expand_reduced(g[0], in_shape, dims, keepdim) / count.expand(in_shape);
-                       return {share * mask};
-                     });
-  }
-  return out;
-}
+Tensor amax(const Tensor &a, const Shape &dims, bool keepdim) { return extreme_reduce(a, dims, keepdim, true); }
+Tensor amin(const Tensor &a, const Shape &dims, bool keepdim) { return extreme_reduce(a, dims, keepdim, false); }
+Tensor max(const Tensor &a) { return all_extreme(a, true); }
+Tensor min(const Tensor &a) { return all_extreme(a, false); }
 
-Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) {
-  trace::GraphBreak graph_break("argmax");  // not capturable: runs eagerly between compiled segments
+Tensor argmax(const Tensor &a, int64_t dim, bool keepdim) { return arg_extreme(a, dim, keepdim, true); }
+Tensor argmin(const Tensor &a, int64_t dim, bool keepdim) { return arg_extreme(a, dim, keepdim, false); }
+// Over all dims: the flattened tensor's index (as torch.argmax(a)), 0-d.
+Tensor argmax(const Tensor &a) {
   KILN_CHECK(a.defined(), "argmax: input is an undefined tensor");
-  KILN_CHECK(a.dim() > 0, "argmax: expected a tensor with at least 1 dimension, got a 0-d tensor");
-  Shape dims = normalize_dims(a, {dim}, "argmax");
-  KILN_CHECK(a.size(dims[0]) > 0, "argmax: cannot reduce over zero-size dimension ", dims[0]);
-  Tensor x;
-  {
-    NoGradGuard no_grad;
-    x = a.to(kFloat64).detach();
-  }
-  int64_t inner = 1;
-  Tensor c = reduction_layout(x, dims, &inner);
-  Tensor out = Tensor::empty(reduced_shape(a.sizes(), dims, keepdim), kInt64, a.device());
-  reduce_stub("argmax", a.device().type, Red::ArgMax, c, inner, out);
-  return out;
+  return arg_extreme(a.reshape({a.numel()}), 0, false, true);
+}
+Tensor argmin(const Tensor &a) {
+  KILN_CHECK(a.defined(), "argmin: input is an undefined tensor");
+  return arg_extreme(a.reshape({a.numel()}), 0, false, false);
 }
 
 Tensor Tensor::sum() const { return kiln::sum(*this); }

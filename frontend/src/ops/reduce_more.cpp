@@ -117,7 +117,6 @@ dispatch::DispatchStub<ScanKernel> scan_stub("scan");
 
 /// torch.max/min(a, dim): values and int64 indices.
 std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim, bool is_max) {
-  trace::GraphBreak graph_break((is_max ? "max" : "min"));  // not capturable: runs eagerly between compiled segments
   const char *op = is_max ? "max" : "min";
   check_input(a, op);
   const int64_t dim = wrap_dim(a, dim_in, op);
@@ -132,6 +131,13 @@ std::pair<Tensor, Tensor> extreme(const Tensor &a, int64_t dim_in, bool keepdim,
   Tensor values = Tensor::empty(keep_shape, compute, x.device());
   Tensor indices = Tensor::empty(keep_shape, kInt64, x.device());
   scan_stub(op, x.device().type, is_max ? Scan::Max : Scan::Min, op, x, dim, values, indices);
+  // Traced as two nodes over x: kiln.reduce_max/min (values) and
+  // kiln.argmax/argmin (indices), both along `dim` with keepdim.
+  trace::Attrs attrs;
+  attrs.ints = {dim};
+  attrs.keepdim = true;
+  trace::record(is_max ? ir::OpKind::ReduceMax : ir::OpKind::ReduceMin, {x}, values, attrs);
+  trace::record(is_max ? ir::OpKind::ArgMax : ir::OpKind::ArgMin, {x}, indices, attrs);
   if (autograd::any_requires_grad({x})) {
     const Shape in_shape = a.sizes();
     autograd::record(values, is_max ? "MaxBackward" : "MinBackward", {x}, {indices},
@@ -234,7 +240,6 @@ Tensor logsumexp(const Tensor &a, const Shape &dims_in, bool keepdim) {
 }
 
 Tensor cumsum(const Tensor &a, int64_t dim_in) {
-  trace::GraphBreak graph_break("cumsum");  // not capturable: runs eagerly between compiled segments
   amp::detail::AutocastOp ac("cumsum");
   if (ac) return cumsum(ac.cast(a), dim_in);
   check_input(a, "cumsum");
@@ -244,6 +249,9 @@ Tensor cumsum(const Tensor &a, int64_t dim_in) {
   Tensor x = a.to(is_half(result) ? kFloat32 : result);
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   scan_stub("cumsum", x.device().type, Scan::Cumsum, "cumsum", x, dim, out, Tensor());
+  trace::Attrs attrs;
+  attrs.ints = {dim};
+  trace::record(ir::OpKind::Cumsum, {x}, out, attrs);
   if (autograd::any_requires_grad({x}))
     autograd::record(out, "CumsumBackward", {x}, {}, [dim](const TensorList &g, const TensorList &) -> TensorList {
       // The reversed prefix sum sum_{j >= i} g_j = total - cumsum(g)_i + g_i.

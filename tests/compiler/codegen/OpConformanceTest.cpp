@@ -209,6 +209,39 @@ OpCase scatter_add() {
   return {m.done({r}), {values(12, 21), {1, 1, 3, 1, 0, 3, 1, 2, 3}, values(9, 22)}};
 }
 
+/// kiln.argmax / kiln.argmin along dim 1 and (keepdim) dim 0, with a tie
+/// and a NaN in the data (the first index of the extreme; NaN counts as it).
+OpCase arg_reduce(OpKind kind) {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  int a = m.node(kind, {x}, {3}, ElementType::I64, [](ir::Node &n) { n.ints = {1}; });
+  int b = m.node(kind, {x}, {1, 4}, ElementType::I64, [](ir::Node &n) {
+    n.ints = {0};
+    n.keepdim = true;
+  });
+  std::vector<float> data = values(12, 20);
+  data[1] = data[2] = 7.0f; // a tie in row 0
+  data[6] = NAN;            // a NaN in row 1 and column 2
+  return {m.done({a, b}), {data}};
+}
+
+OpCase cumsum(int64_t dim) {
+  GraphMaker m;
+  int x = m.input({3, 4});
+  return {m.done({m.node(OpKind::Cumsum, {x}, {3, 4}, ElementType::F32, [dim](ir::Node &n) { n.ints = {dim}; })}),
+          {values(12, 21)}};
+}
+
+/// Divisors away from 0 (remainder, fmod, floor_div).
+OpCase divide(OpKind kind) {
+  GraphMaker m;
+  int x = m.input({3, 4}), y = m.input({3, 4});
+  std::vector<float> d = values(12, 22);
+  for (float &v : d)
+    v = v < 0 ? v - 0.5f : v + 0.5f;
+  return {m.done({m.same(kind, {x, y})}), {values(12, 23), d}};
+}
+
 /// The cases, by op kind name (Ops.def's Kind column).
 const std::map<std::string, std::vector<CaseBuilder>> &cases() {
   static const std::map<std::string, std::vector<CaseBuilder>> all = {
@@ -246,6 +279,21 @@ const std::map<std::string, std::vector<CaseBuilder>> &cases() {
       {"MaxPool2dGather", {[] { return max_pool2d_moves(OpKind::MaxPool2dGather); }}},
       {"Gather", {gather}},
       {"ScatterAdd", {scatter_add}},
+      // issue 13, pointwise
+      {"Erf", {[] { return unary(OpKind::Erf); }}},
+      {"Floor", {[] { return unary(OpKind::Floor); }}},
+      {"Ceil", {[] { return unary(OpKind::Ceil); }}},
+      {"Round", {[] { return unary(OpKind::Round); }}},
+      {"Trunc", {[] { return unary(OpKind::Trunc); }}},
+      {"Maximum", {[] { return binary(OpKind::Maximum); }}},
+      {"Minimum", {[] { return binary(OpKind::Minimum); }}},
+      {"FloorDiv", {[] { return divide(OpKind::FloorDiv); }}},
+      {"Remainder", {[] { return divide(OpKind::Remainder); }}},
+      {"Fmod", {[] { return divide(OpKind::Fmod); }}},
+      {"ReduceMin", {[] { return reduce(OpKind::ReduceMin); }}},
+      {"ArgMax", {[] { return arg_reduce(OpKind::ArgMax); }}},
+      {"ArgMin", {[] { return arg_reduce(OpKind::ArgMin); }}},
+      {"Cumsum", {[] { return cumsum(1); }, [] { return cumsum(0); }}},
   };
   return all;
 }
@@ -271,6 +319,10 @@ std::vector<double> as_doubles(const TensorView &v) {
     break;
   case DType::Int64:
     for (int64_t x : read<int64_t>(v)) out.push_back(static_cast<double>(x));
+    break;
+  case DType::Int64:
+    for (int64_t x : read<int64_t>(v))
+      out.push_back(static_cast<double>(x));
     break;
   default:
     ADD_FAILURE() << "unexpected result dtype " << dtype_name(v.dtype);

@@ -23,6 +23,22 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.add
 
+// CHECK-LABEL: ### `kiln.argmax`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.argmax
+
+// CHECK-LABEL: ### `kiln.argmin`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.argmin
+
 // CHECK-LABEL: ### `kiln.broadcast`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -30,6 +46,14 @@
 // CHECK-EMPTY:
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.broadcast
+
+// CHECK-LABEL: ### `kiln.ceil`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.ceil
 
 // CHECK-LABEL: ### `kiln.compare`
 // CHECK-EMPTY:
@@ -63,6 +87,14 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.cos
 
+// CHECK-LABEL: ### `kiln.cumsum`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.cumsum
+
 // CHECK-LABEL: ### `kiln.div`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -71,6 +103,14 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.div
 
+// CHECK-LABEL: ### `kiln.erf`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.erf
+
 // CHECK-LABEL: ### `kiln.exp`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -78,6 +118,30 @@
 // CHECK-EMPTY:
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.exp
+
+// CHECK-LABEL: ### `kiln.floor_div`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.floor_div
+
+// CHECK-LABEL: ### `kiln.floor`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.floor
+
+// CHECK-LABEL: ### `kiln.fmod`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.fmod
 
 // CHECK-LABEL: ### `kiln.fusion`
 // CHECK-EMPTY:
@@ -111,6 +175,22 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.matmul
 
+// CHECK-LABEL: ### `kiln.maximum`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.maximum
+
+// CHECK-LABEL: ### `kiln.minimum`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.minimum
+
 // CHECK-LABEL: ### `kiln.mul`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -143,6 +223,14 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.reduce_max
 
+// CHECK-LABEL: ### `kiln.reduce_min`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.reduce_min
+
 // CHECK-LABEL: ### `kiln.reduce_sum`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -159,6 +247,14 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.relu
 
+// CHECK-LABEL: ### `kiln.remainder`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.remainder
+
 // CHECK-LABEL: ### `kiln.reshape`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -166,6 +262,14 @@
 // CHECK-EMPTY:
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.reshape
+
+// CHECK-LABEL: ### `kiln.round`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.round
 
 // CHECK-LABEL: ### `kiln.rsqrt`
 // CHECK-EMPTY:
@@ -231,6 +335,14 @@
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.transpose
 
+// CHECK-LABEL: ### `kiln.trunc`
+// CHECK-EMPTY:
+// CHECK-NEXT: _{{.+}}_
+// CHECK: Example:
+// CHECK-EMPTY:
+// CHECK-NEXT: ```mlir
+// CHECK-NEXT: kiln.trunc
+
 // CHECK-LABEL: ### `kiln.yield`
 // CHECK-EMPTY:
 // CHECK-NEXT: _{{.+}}_
@@ -238,4 +350,3 @@
 // CHECK-EMPTY:
 // CHECK-NEXT: ```mlir
 // CHECK-NEXT: kiln.yield
-

@@ -202,3 +202,44 @@ func.func @indexing(%w: tensor<50x8xf32>, %i: tensor<6x8xi64>, %g: tensor<6x8xf3
   %2 = kiln.gather %b[%j] dim = 1 as "gather" : tensor<4x3xbf16>, tensor<4x2xi64> -> tensor<4x2xbf16>
   return %0, %1, %2 : tensor<6x8xf32>, tensor<50x8xf32>, tensor<4x2xbf16>
 }
+
+// Issue 13, pointwise: erf, rounding, extremes, division modes.
+// CHECK-LABEL: func.func @pointwise13
+func.func @pointwise13(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %i: tensor<3xi64>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<3xi64>) {
+  // CHECK: kiln.erf %{{.*}} : tensor<4x8xf32>
+  %0 = kiln.erf %a : tensor<4x8xf32>
+  // CHECK: kiln.floor %{{.*}} : tensor<4x8xf32>
+  %1 = kiln.floor %0 : tensor<4x8xf32>
+  // CHECK: kiln.ceil %{{.*}} : tensor<4x8xf32>
+  %2 = kiln.ceil %1 : tensor<4x8xf32>
+  // CHECK: kiln.round %{{.*}} : tensor<4x8xf32>
+  %3 = kiln.round %2 : tensor<4x8xf32>
+  // CHECK: kiln.trunc %{{.*}} : tensor<4x8xf32>
+  %4 = kiln.trunc %3 : tensor<4x8xf32>
+  // CHECK: kiln.maximum %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %5 = kiln.maximum %4, %b : tensor<4x8xf32>
+  // CHECK: kiln.minimum %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %6 = kiln.minimum %5, %b : tensor<4x8xf32>
+  // CHECK: kiln.floor_div %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %7 = kiln.floor_div %6, %b : tensor<4x8xf32>
+  // CHECK: kiln.remainder %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %8 = kiln.remainder %7, %b : tensor<4x8xf32>
+  // CHECK: kiln.fmod %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %9 = kiln.fmod %8, %b : tensor<4x8xf32>
+  // CHECK: kiln.floor_div %{{.*}}, %{{.*}} : tensor<3xi64>
+  %10 = kiln.floor_div %i, %i : tensor<3xi64>
+  return %0, %9, %10 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<3xi64>
+}
+
+// CHECK-LABEL: func.func @arg_reduce_scan
+func.func @arg_reduce_scan(%a: tensor<2x4x8xf32>) -> (tensor<2x8xi64>, tensor<2x4xi64>, tensor<2x4xf32>, tensor<2x4x8xf32>) {
+  // CHECK: kiln.argmax %{{.*}} [1] : tensor<2x4x8xf32> -> tensor<2x8xi64>
+  %0 = kiln.argmax %a [1] : tensor<2x4x8xf32> -> tensor<2x8xi64>
+  // CHECK: kiln.argmin %{{.*}} [2] : tensor<2x4x8xf32> -> tensor<2x4xi64>
+  %1 = kiln.argmin %a [2] : tensor<2x4x8xf32> -> tensor<2x4xi64>
+  // CHECK: kiln.reduce_min %{{.*}} [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  %2 = kiln.reduce_min %a [2] : tensor<2x4x8xf32> -> tensor<2x4xf32>
+  // CHECK: kiln.cumsum %{{.*}} [2] : tensor<2x4x8xf32>
+  %3 = kiln.cumsum %a [2] : tensor<2x4x8xf32>
+  return %0, %1, %2, %3 : tensor<2x8xi64>, tensor<2x4xi64>, tensor<2x4xf32>, tensor<2x4x8xf32>
+}

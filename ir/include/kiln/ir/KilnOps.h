@@ -42,8 +42,13 @@ bool isFusibleOp(mlir::Operation *op);
 bool isElementwiseOp(mlir::Operation *op);
 
 /// True for the reductions (category Reduction in Ops.def: kiln.reduce_sum,
-/// kiln.reduce_max).
+/// kiln.reduce_max, kiln.reduce_min, kiln.argmax, kiln.argmin, and the scan
+/// kiln.cumsum, which keeps its operand's shape).
 bool isReductionOp(mlir::Operation *op);
+
+/// The `dims` of a reduction (isReductionOp): the reduced dims, or the one
+/// scanned dim of kiln.cumsum; empty for any other op.
+llvm::ArrayRef<int64_t> reductionDims(mlir::Operation *op);
 
 /// True for the layout ops that are views at execution time (category Layout
 /// in Ops.def: kiln.transpose, kiln.broadcast, kiln.reshape).

@@ -100,6 +100,31 @@ def Kiln_AbsOp : Kiln_UnaryOp<"abs", "absolute value", Kiln_NumericTensor>;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", "sine", Kiln_FloatTensor>;
 def Kiln_CosOp : Kiln_UnaryOp<"cos", "cosine", Kiln_FloatTensor>;
 
+// Issue 13: erf, rounding, division modes and binary extremes (PyTorch's
+// semantics: aten/src/ATen/native/cpu/BinaryOpsKernel.cpp, UnaryOpsKernel.cpp).
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", "error function erf(x) = 2/sqrt(pi) int_0^x exp(-t^2) dt",
+                              Kiln_FloatTensor>;
+def Kiln_FloorOp : Kiln_UnaryOp<"floor", "round toward -inf (identity on integers)",
+                                Kiln_NumericTensor>;
+def Kiln_CeilOp : Kiln_UnaryOp<"ceil", "round toward +inf (identity on integers)",
+                               Kiln_NumericTensor>;
+def Kiln_RoundOp : Kiln_UnaryOp<"round", "round half to even, as torch.round (identity on integers)",
+                                Kiln_NumericTensor>;
+def Kiln_TruncOp : Kiln_UnaryOp<"trunc", "round toward zero (identity on integers)",
+                                Kiln_NumericTensor>;
+
+def Kiln_MaximumOp : Kiln_BinaryOp<"maximum",
+    "maximum (NaN if either is NaN, else the larger; lhs on ties, as torch.maximum)">;
+def Kiln_MinimumOp : Kiln_BinaryOp<"minimum",
+    "minimum (NaN if either is NaN, else the smaller; lhs on ties, as torch.minimum)">;
+def Kiln_FloorDivOp : Kiln_BinaryOp<"floor_div",
+    "division rounded toward -inf (torch.div(rounding_mode=\"floor\"); integers: "
+    "the floored quotient, and 0 where rhs is 0)">;
+def Kiln_RemainderOp : Kiln_BinaryOp<"remainder",
+    "remainder with the sign of rhs (Python's %, torch.remainder; integers: 0 where rhs is 0)">;
+def Kiln_FmodOp : Kiln_BinaryOp<"fmod",
+    "remainder with the sign of lhs (C fmod, torch.fmod; integers: 0 where rhs is 0)">;
+
 def Kiln_PowOp : Kiln_Op<"pow", [Pure, SameOperandsAndResultType]> {
   let summary = "elementwise power by a constant exponent";
   let description = [{
@@ -303,6 +328,53 @@ class Kiln_ReduceOp<string mnemonic, string what>
 
 def Kiln_ReduceSumOp : Kiln_ReduceOp<"reduce_sum", "sum">;
 def Kiln_ReduceMaxOp : Kiln_ReduceOp<"reduce_max", "max">;
+def Kiln_ReduceMinOp : Kiln_ReduceOp<"reduce_min", "min">;
+
+class Kiln_ArgReduceOp<string mnemonic, string what>
+    : Kiln_Op<mnemonic, [Pure]> {
+  let summary = "index of the " # what # " along one dimension";
+  let description = [{
+    The int64 index along `dims` (exactly one dim) of the }] # what # [{ of
+    each line of `input`: the first index of the extreme, and a NaN counts
+    as the extreme (the first NaN), as torch.}] # mnemonic # [{. The result
+    DROPS the dim; keepdim is a following kiln.reshape, and an all-dims
+    }] # mnemonic # [{ is a kiln.reshape to rank 1 first.
+
+    Example:
+
+    ```mlir
+    %1 = kiln.}] # mnemonic # [{ %0 [1] : tensor<4x8xf32> -> tensor<4xi64>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat =
+      "$input $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ArgMaxOp : Kiln_ArgReduceOp<"argmax", "maximum">;
+def Kiln_ArgMinOp : Kiln_ArgReduceOp<"argmin", "minimum">;
+
+def Kiln_CumsumOp : Kiln_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "inclusive prefix sum along one dimension";
+  let description = [{
+    `result[.., i, ..] = sum_{j <= i} input[.., j, ..]` along `dims`
+    (exactly one dim), as torch.cumsum; the shape is unchanged. Lowered to
+    a sequential loop along the dim, parallel over the other dims; always a
+    kernel of its own.
+
+    Example:
+
+    ```mlir
+    %1 = kiln.cumsum %0 [1] : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$input $dims attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Convolution and pooling (extern kernels: oneDNN on the CPU, never fused)
@@ -492,8 +564,11 @@ def Kiln_FusionOp : Kiln_Op<"fusion", [Pure, IsolatedFromAbove,
     the results. `kernel` is the kernel's symbol, unique per module
     (`fusion_0`, `fusion_1`, ...). The body may hold only kiln.constant,
     elementwise ops (add, sub, mul, div, neg, exp, log, relu, sqrt, rsqrt,
-    tanh, abs, sin, cos, pow, compare, select, convert), kiln.reduce_sum,
-    kiln.reduce_max, kiln.gather and kiln.scatter_add (alone in its fusion).
+    tanh, abs, sin, cos, pow, compare, select, convert, erf, floor, ceil,
+    round, trunc, maximum, minimum, floor_div, remainder, fmod), the
+    reductions (kiln.reduce_sum, kiln.reduce_max, kiln.reduce_min,
+    kiln.argmax, kiln.argmin), kiln.cumsum (alone), kiln.gather and
+    kiln.scatter_add (alone in its fusion).
 
     Example:
 

@@ -25,7 +25,7 @@ constexpr int kNumOpKinds = 0
 /// by it.
 enum class OpCategory {
   Elementwise, ///< same-shape operands, one result element per index
-  Reduction,   ///< reduces `dims` of operand 0
+  Reduction,   ///< reduces `dims` of operand 0 (kiln.cumsum: scans its one dim, keeping the shape)
   Contraction, ///< matmul (a GEMM launch, not fused)
   Layout,      ///< transpose/broadcast/reshape: a view at execution time
   Creation,    ///< a splat constant
