@@ -75,6 +75,21 @@ KILN_FUSED_INLINE T centered_dot(const T *__restrict g, const T *__restrict w, c
   return acc[0];
 }
 
+/// dx[i] = rstd (g w - mean(g w) - xhat mean(g w xhat)); dw += g xhat, db += g.
+/// Every pointer restrict (else GCC runs a scalar loop behind an alias check).
+template <bool kWeight, class T>
+KILN_FUSED_INLINE void dx_row(const T *__restrict g, const T *__restrict x, const T *__restrict w, T mu, T rstd,
+                              T mean_gw, T mean_gwxhat, T *__restrict dx, T *__restrict dw, T *__restrict db,
+                              int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T xhat = (x[i] - mu) * rstd;
+    const T gw = kWeight ? g[i] * w[i] : g[i];
+    dx[i] = rstd * (gw - mean_gw - xhat * mean_gwxhat);
+    dw[i] += g[i] * xhat;
+    db[i] += g[i];
+  }
+}
+
 /// dx of row r; adds g xhat and g into the chunk's partials dw, db.
 template <class T> KILN_FUSED_INLINE void norm_backward_row(const NormGradArgs<T> &a, int64_t r, T *dw, T *db) {
   const int64_t n = a.n;
@@ -87,13 +102,8 @@ template <class T> KILN_FUSED_INLINE void norm_backward_row(const NormGradArgs<T
   const T sum_gwx = centered_dot(g, w, x, mu, n);
   const T inv_n = T(1) / static_cast<T>(n);
   const T mean_gw = sum_gw * inv_n, mean_gwxhat = sum_gwx * rstd * inv_n;
-  for (int64_t i = 0; i < n; ++i) {
-    const T xhat = (x[i] - mu) * rstd;
-    const T gw = w ? g[i] * w[i] : g[i];
-    dx[i] = rstd * (gw - mean_gw - xhat * mean_gwxhat);
-    dw[i] += g[i] * xhat;
-    db[i] += g[i];
-  }
+  if (w) dx_row<true>(g, x, w, mu, rstd, mean_gw, mean_gwxhat, dx, dw, db, n);
+  else dx_row<false>(g, x, w, mu, rstd, mean_gw, mean_gwxhat, dx, dw, db, n);
 }
 
 template <class T> KILN_FUSED_INLINE void norm_backward_chunks(const NormGradArgs<T> &a, int64_t c0, int64_t c1) {
