@@ -60,6 +60,47 @@ void BM_KilnSoftmax(benchmark::State &state) {
   state.SetBytesProcessed(state.iterations() * rows * cols * 4 * 2);
 }
 
+void BM_KilnLogSoftmax(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  kiln::Tensor x = kiln::rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(kiln::nn::functional::log_softmax(x, 1));
+  state.SetBytesProcessed(state.iterations() * rows * cols * 4 * 2);
+}
+
+/// softmax forward + backward (the attention pattern: a gradient flows back).
+void BM_KilnSoftmaxTrain(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  kiln::Tensor x = kiln::rand({rows, cols}).requires_grad_(), g = kiln::rand({rows, cols});
+  for (auto _ : state) {
+    kiln::nn::functional::softmax(x, 1).backward(g);
+    x.set_grad(kiln::Tensor());
+  }
+}
+
+void BM_KilnLayerNorm(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  kiln::Tensor x = kiln::rand({rows, cols}), w = kiln::rand({cols}), b = kiln::rand({cols});
+  for (auto _ : state) benchmark::DoNotOptimize(kiln::nn::functional::layer_norm(x, {cols}, w, b, 1e-5));
+}
+
+/// layer_norm forward + backward with affine parameters.
+void BM_KilnLayerNormTrain(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  kiln::Tensor x = kiln::rand({rows, cols}).requires_grad_(), g = kiln::rand({rows, cols});
+  kiln::Tensor w = kiln::rand({cols}).requires_grad_(), b = kiln::rand({cols}).requires_grad_();
+  for (auto _ : state) {
+    kiln::nn::functional::layer_norm(x, {cols}, w, b, 1e-5).backward(g);
+    for (const kiln::Tensor *t : {&x, &w, &b}) t->set_grad(kiln::Tensor());
+  }
+}
+
+void BM_KilnGeluTanh(benchmark::State &s) { kiln_unary(s, [](auto &a) { return kiln::gelu(a, "tanh"); }); }
+
+/// where(mask, x, y) with a bool mask, as relu's backward and attention masks.
+void BM_KilnWhere(benchmark::State &s) {
+  kiln_binary(s, [](auto &a, auto &b) { return kiln::where(kiln::gt(a, b), a, b); });
+}
+
 void BM_KilnAddBackward(benchmark::State &state) {
   const int64_t n = state.range(0);
   kiln::Tensor x = kiln::rand({n}).requires_grad_(), y = kiln::rand({n}).requires_grad_();
@@ -106,6 +147,46 @@ void BM_TorchSoftmax(benchmark::State &state) {
   state.SetBytesProcessed(state.iterations() * rows * cols * 4 * 2);
 }
 
+void BM_TorchLogSoftmax(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  torch::Tensor x = torch::rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(torch::log_softmax(x, 1));
+  state.SetBytesProcessed(state.iterations() * rows * cols * 4 * 2);
+}
+
+void BM_TorchSoftmaxTrain(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  torch::Tensor x = torch::rand({rows, cols}).requires_grad_(), g = torch::rand({rows, cols});
+  for (auto _ : state) {
+    torch::softmax(x, 1).backward(g);
+    x.mutable_grad() = torch::Tensor();
+  }
+}
+
+void BM_TorchLayerNorm(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  torch::Tensor x = torch::rand({rows, cols}), w = torch::rand({cols}), b = torch::rand({cols});
+  for (auto _ : state) benchmark::DoNotOptimize(torch::layer_norm(x, {cols}, w, b, 1e-5));
+}
+
+void BM_TorchLayerNormTrain(benchmark::State &state) {
+  const int64_t rows = state.range(0), cols = 1024;
+  torch::Tensor x = torch::rand({rows, cols}).requires_grad_(), g = torch::rand({rows, cols});
+  torch::Tensor w = torch::rand({cols}).requires_grad_(), b = torch::rand({cols}).requires_grad_();
+  for (auto _ : state) {
+    torch::layer_norm(x, {cols}, w, b, 1e-5).backward(g);
+    x.mutable_grad() = torch::Tensor();
+    w.mutable_grad() = torch::Tensor();
+    b.mutable_grad() = torch::Tensor();
+  }
+}
+
+void BM_TorchGeluTanh(benchmark::State &s) { torch_unary(s, [](auto &a) { return torch::gelu(a, "tanh"); }); }
+
+void BM_TorchWhere(benchmark::State &s) {
+  torch_binary(s, [](auto &a, auto &b) { return torch::where(torch::gt(a, b), a, b); });
+}
+
 void BM_TorchAddBackward(benchmark::State &state) {
   const int64_t n = state.range(0);
   torch::Tensor x = torch::rand({n}).requires_grad_(), y = torch::rand({n}).requires_grad_();
@@ -128,7 +209,7 @@ void BM_TorchAddBackward(benchmark::State &state) {
 #endif
 
 // Small tensors (8 elements) measure per-op overhead; large ones throughput.
-KILN_PAIR(Add, Arg(8)->Arg(1 << 22))
+KILN_PAIR(Add, Arg(8)->Arg(16)->Arg(1 << 22))
 KILN_PAIR(Mul, Arg(8)->Arg(1 << 22))
 KILN_PAIR(Exp, Arg(8)->Arg(1 << 22))
 KILN_PAIR(Relu, Arg(8)->Arg(1 << 22))
@@ -136,5 +217,12 @@ KILN_PAIR(Sum, Arg(8)->Arg(1 << 22))
 KILN_PAIR(AddBackward, Arg(8))
 KILN_PAIR(Matmul, Arg(8)->Arg(512))
 KILN_PAIR(Softmax, Arg(4096))
+// Issue 13, point 7: the fused eager kernels (KILN_EAGER_FUSED=0 runs the composites).
+KILN_PAIR(LogSoftmax, Arg(4096))
+KILN_PAIR(SoftmaxTrain, Arg(4096))
+KILN_PAIR(LayerNorm, Arg(4096))
+KILN_PAIR(LayerNormTrain, Arg(4096))
+KILN_PAIR(GeluTanh, Arg(1 << 22))
+KILN_PAIR(Where, Arg(1 << 22))
 
 int main(int argc, char **argv) { return kiln::bench::run_peer_benchmarks(argc, argv); }

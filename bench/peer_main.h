@@ -3,7 +3,8 @@
 //
 // LibTorch's OpenBLAS misdetects this CPU unless OPENBLAS_CORETYPE is set
 // before the process starts, so the process re-executes itself with
-// OPENBLAS_CORETYPE=SkylakeX when it is missing; LibTorch's intra-op pool is
+// OPENBLAS_CORETYPE=SkylakeX (Haswell on a host without AVX-512) when it is
+// missing; LibTorch's intra-op pool is
 // set to the same thread count as Kiln's GEMMs.
 #pragma once
 
@@ -30,7 +31,8 @@ inline int run_peer_benchmarks(int argc, char **argv,
                                const std::vector<std::pair<std::string, std::string>> &context = {}) {
 #ifdef KILN_HAVE_LIBTORCH
   if (!std::getenv("OPENBLAS_CORETYPE")) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    // SkylakeX kernels need AVX-512 (an AVX2-only host dies with SIGILL in them).
+    setenv("OPENBLAS_CORETYPE", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell", 1);
     execv("/proc/self/exe", argv);  // only returns on failure: continue without it
   }
   torch::set_num_threads(kThreads);

@@ -1,6 +1,7 @@
 // linear, softmax, log_softmax: composites of traced primitives.
 #include "kiln/functional.h"
 #include "../amp/autocast.h"
+#include "../ops/fused.h"
 
 namespace kiln::nn::functional {
 
@@ -28,6 +29,7 @@ Tensor log_softmax(const Tensor &x, int64_t dim) {
   if (ac) return log_softmax(ac.cast(x), dim);
   KILN_CHECK(x.defined() && x.is_floating_point(), "log_softmax: expected a floating point tensor, got ",
              x.defined() ? dtype_name(x.dtype()) : "undefined");
+  if (fused::applies(x)) return fused::softmax(x, dim, /*log=*/true);  // untraced eager: one kernel
   // The max shift is a constant for the gradient (log_softmax is shift
   // invariant), so it is taken from a detached copy.
   Tensor shifted = x - x.detach().amax({dim}, /*keepdim=*/true);
@@ -39,6 +41,7 @@ Tensor softmax(const Tensor &x, int64_t dim) {
   if (ac) return softmax(ac.cast(x), dim);
   KILN_CHECK(x.defined() && x.is_floating_point(), "softmax: expected a floating point tensor, got ",
              x.defined() ? dtype_name(x.dtype()) : "undefined");
+  if (fused::applies(x)) return fused::softmax(x, dim, /*log=*/false);  // untraced eager: one kernel
   Tensor e = (x - x.detach().amax({dim}, /*keepdim=*/true)).exp();
   return e / e.sum({dim}, /*keepdim=*/true);
 }

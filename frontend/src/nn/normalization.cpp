@@ -9,6 +9,7 @@
 #include "kiln/autograd.h"
 #include "kiln/functional.h"
 #include "../amp/autocast.h"
+#include "../ops/fused.h"
 
 namespace kiln::nn::functional {
 namespace {
@@ -92,6 +93,9 @@ Tensor layer_norm(const Tensor &x, const Shape &normalized_shape, const Tensor &
   check_affine(weight, normalized_shape, "layer_norm", "weight");
   check_affine(bias, normalized_shape, "layer_norm", "bias");
   KILN_CHECK(eps >= 0.0, "layer_norm: eps must be >= 0, got ", eps);
+  auto same_dtype = [&](const Tensor &t) { return !t.defined() || t.dtype() == x.dtype(); };
+  if (fused::applies(x) && same_dtype(weight) && same_dtype(bias))
+    return fused::layer_norm(x, k, weight, bias, eps);  // untraced eager: one kernel
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d)
     dims.push_back(d);

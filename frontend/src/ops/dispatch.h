@@ -38,6 +38,8 @@ public:
   StubBase(const StubBase &) = delete;
   StubBase &operator=(const StubBase &) = delete;
   const char *family() const { return family_; }
+  /// Whether `type` has a kernel in this table.
+  bool has(DeviceType type) const { return table_[static_cast<size_t>(type)] != nullptr; }
 
 protected:
   /// Stores `fn` for `type` (null clears it) and links this table into the list.

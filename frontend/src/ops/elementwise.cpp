@@ -411,6 +411,12 @@ Tensor compare(const Tensor &a, const Tensor &b, ir::Predicate pred, const char 
   return out;
 }
 
+/// c ? a : b on the bits of an element, without a branch.
+template <class U> inline U select_value(uint8_t c, U a, U b) {
+  const U mask = static_cast<U>(U(0) - static_cast<U>(c != 0));
+  return static_cast<U>((a & mask) | (b & static_cast<U>(~mask)));
+}
+
 /// out = c ? x : y over same-shape strided operands, copying elements as
 /// `U` (an unsigned type of the element size); out contiguous.
 template <class U> void select_kernel(const Tensor &c, const Tensor &x, const Tensor &y, const Tensor &out) {
@@ -425,14 +431,16 @@ template <class U> void select_kernel(const Tensor &c, const Tensor &x, const Te
     const U *__restrict xx = px + off[1];
     const U *__restrict yy = py + off[2];
     U *__restrict z = po + w;
+    // Both values are loaded before the select, so GCC if-converts and
+    // vectorizes the loops (a conditional load kept them scalar and branchy).
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) z[i] = cc[i] ? xx[i] : yy[i];
+      for (int64_t i = 0; i < n; ++i) z[i] = select_value(cc[i], xx[i], yy[i]);
     } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
       const U x0 = xx[0];
-      for (int64_t i = 0; i < n; ++i) z[i] = cc[i] ? x0 : yy[i];
+      for (int64_t i = 0; i < n; ++i) z[i] = select_value(cc[i], x0, yy[i]);
     } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
       const U y0 = yy[0];
-      for (int64_t i = 0; i < n; ++i) z[i] = cc[i] ? xx[i] : y0;
+      for (int64_t i = 0; i < n; ++i) z[i] = select_value(cc[i], xx[i], y0);
     } else {
       for (int64_t i = 0; i < n; ++i) z[i] = cc[i * st[0]] ? xx[i * st[1]] : yy[i * st[2]];
     }

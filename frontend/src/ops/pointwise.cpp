@@ -16,6 +16,7 @@
 #include "kernels.h"
 #include "../trace.h"
 #include "../amp/autocast.h"
+#include "fused.h"
 
 namespace kiln {
 namespace {
@@ -225,6 +226,7 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
   KILN_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"",
              approximate, "\"");
   check_input(a, "gelu");
+  if (approximate == "tanh" && fused::applies(a)) return fused::gelu_tanh(a);  // untraced eager: one kernel
   Tensor x = a.to(float_compute(a.dtype()));
   Tensor out;
   if (approximate == "tanh") {

@@ -267,6 +267,23 @@ using kernels::store_from_double;
 using CopyKernel = void(const Tensor &src, const Tensor &dst);
 dispatch::DispatchStub<CopyKernel> copy_stub("copy/convert");
 
+/// dst[i] = src[i * stride] for n elements of `item` bytes (a typed loop:
+/// a memcpy call per element was 7% of an eager GPT step).
+template <class U> void copy_strided_typed(char *dst, const char *src, int64_t n, int64_t stride) {
+  U *__restrict d = reinterpret_cast<U *>(dst);
+  const U *__restrict s = reinterpret_cast<const U *>(src);
+  for (int64_t i = 0; i < n; ++i) d[i] = s[i * stride];
+}
+
+void copy_strided_row(char *dst, const char *src, int64_t n, int64_t stride, size_t item) {
+  switch (item) {
+  case 1: copy_strided_typed<uint8_t>(dst, src, n, stride); break;
+  case 2: copy_strided_typed<uint16_t>(dst, src, n, stride); break;
+  case 4: copy_strided_typed<uint32_t>(dst, src, n, stride); break;
+  default: copy_strided_typed<uint64_t>(dst, src, n, stride); break;
+  }
+}
+
 void copy_cpu(const Tensor &src, const Tensor &dst) {
   const char *sbase = storage_base(src);
   char *dbase = static_cast<char *>(dst.raw_data());
@@ -281,8 +298,8 @@ void copy_cpu(const Tensor &src, const Tensor &dst) {
                         w += n;
                         return;
                       }
-                      for (int64_t i = 0; i < n; ++i, ++w)
-                        std::memcpy(dbase + w * item, sbase + (off[0] + i * s[0]) * item, item);
+                      copy_strided_row(dbase + w * item, sbase + off[0] * item, n, s[0], item);
+                      w += n;
                     });
     return;
   }
