@@ -320,10 +320,6 @@ std::vector<double> as_doubles(const TensorView &v) {
   case DType::Int64:
     for (int64_t x : read<int64_t>(v)) out.push_back(static_cast<double>(x));
     break;
-  case DType::Int64:
-    for (int64_t x : read<int64_t>(v))
-      out.push_back(static_cast<double>(x));
-    break;
   default:
     ADD_FAILURE() << "unexpected result dtype " << dtype_name(v.dtype);
   }
