@@ -13,8 +13,9 @@
 // unchanged.
 //
 // Graph breaks (as TorchDynamo's): an op that cannot be captured (.item(),
-// argmax, in-place updates other than of captured buffers, a user callback
-// that reads values)
+// in-place updates other than of captured buffers, the slicing views narrow /
+// slice / select / chunk / split and cat / stack (not yet dialect ops), a
+// user callback that reads values)
 // splits the graph. C++ cannot resume a function half-way, so such a
 // module's forward then runs on every call under a *lazy* tracer: ops are
 // recorded without computing, and at each break the segment recorded so far
