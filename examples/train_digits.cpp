@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kiln/kiln.h"
+#include "cli.h"
 
 using namespace kiln;
 
@@ -28,36 +29,17 @@ struct Args {
   std::string data = "data/digits.csv.gz";
 };
 
-[[noreturn]] void usage(const char *msg) {
-  std::fprintf(stderr,
-               "kiln-train-digits: %s\n"
-               "usage: kiln-train-digits [--eager] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]\n",
-               msg);
-  std::exit(2);
-}
-
 Args parse(int argc, char **argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value for " + k).c_str());
-      return argv[++i];
-    };
-    try {
-      if (k == "--eager") a.eager = true;
-      else if (k == "--epochs") a.epochs = std::stoi(value());
-      else if (k == "--seed") a.seed = std::stoull(value());
-      else if (k == "--lr") a.lr = std::stod(value());
-      else if (k == "--batch-size") a.batch_size = std::stoll(value());
-      else if (k == "--data") a.data = value();
-      else if (k == "--help" || k == "-h") usage("help");
-      else usage(("unknown argument " + k).c_str());
-    } catch (const std::logic_error &) {
-      usage(("bad value for " + k).c_str());
-    }
-  }
-  if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) usage("epochs, batch size and lr must be positive");
+  examples::Cli cli("kiln-train-digits", "[--eager] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]");
+  cli.flag("--eager", [&] { a.eager = true; });
+  cli.option("--epochs", [&](const std::string &v) { a.epochs = std::stoi(v); });
+  cli.option("--seed", [&](const std::string &v) { a.seed = std::stoull(v); });
+  cli.option("--lr", [&](const std::string &v) { a.lr = std::stod(v); });
+  cli.option("--batch-size", [&](const std::string &v) { a.batch_size = std::stoll(v); });
+  cli.option("--data", [&](const std::string &v) { a.data = v; });
+  cli.parse(argc, argv);
+  if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) cli.usage("epochs, batch size and lr must be positive");
   return a;
 }
 

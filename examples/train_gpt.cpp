@@ -44,6 +44,7 @@
 
 #include "kiln/kiln.h"
 #include "models/gpt.h"
+#include "cli.h"
 
 using namespace kiln;
 using kiln::models::GPT;
@@ -68,59 +69,43 @@ struct Args {
   std::string text = "/usr/share/common-licenses/GPL-3";
 };
 
-[[noreturn]] void usage(const char *msg) {
-  std::fprintf(stderr,
-               "kiln-train-gpt: %s\n"
-               "usage: kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--memory-budget B] [--steps N]\n"
-               "                      [--seed S] [--lr X] [--batch B] [--context T] [--layers L] [--d-model D]\n"
-               "                      [--heads H] [--dropout P] [--text PATH] [--log-every K]\n",
-               msg);
-  std::exit(2);
+/// --autocast's value as the autocast dtype (kFloat32: off).
+DType autocast_dtype(const examples::Cli &cli, const std::string &v) {
+  if (v == "bf16") return kBFloat16;
+  if (v == "f16") return kFloat16;
+  if (v != "off") cli.usage("--autocast takes bf16, f16 or off");
+  return kFloat32;
 }
 
 Args parse(int argc, char **argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value for " + k).c_str());
-      return argv[++i];
-    };
-    try {
-      if (k == "--eager") a.eager = true;
-      else if (k == "--autocast") {
-        const std::string v = value();
-        if (v == "bf16") a.autocast = kBFloat16;
-        else if (v == "f16") a.autocast = kFloat16;
-        else if (v == "off") a.autocast = kFloat32;
-        else usage("--autocast takes bf16, f16 or off");
-      }
-      else if (k == "--memory-budget") a.memory_budget = std::stod(value());
-      else if (k == "--steps") a.steps = std::stoi(value());
-      else if (k == "--seed") a.seed = std::stoull(value());
-      else if (k == "--lr") a.lr = std::stod(value());
-      else if (k == "--batch") a.batch = std::stoll(value());
-      else if (k == "--context") a.context = std::stoll(value());
-      else if (k == "--layers") a.layers = std::stoll(value());
-      else if (k == "--d-model") a.d_model = std::stoll(value());
-      else if (k == "--heads") a.heads = std::stoll(value());
-      else if (k == "--dropout") a.dropout = std::stod(value());
-      else if (k == "--text") a.text = value();
-      else if (k == "--log-every") a.log_every = std::stoi(value());
-      else if (k == "--help" || k == "-h") usage("help");
-      else usage(("unknown argument " + k).c_str());
-    } catch (const std::logic_error &) {
-      usage(("bad value for " + k).c_str());
-    }
-  }
+  examples::Cli cli("kiln-train-gpt",
+                    "[--eager] [--autocast bf16|f16|off] [--memory-budget B] [--steps N]\n"
+                    "                      [--seed S] [--lr X] [--batch B] [--context T] [--layers L] [--d-model D]\n"
+                    "                      [--heads H] [--dropout P] [--text PATH] [--log-every K]");
+  cli.flag("--eager", [&] { a.eager = true; });
+  cli.option("--autocast", [&](const std::string &v) { a.autocast = autocast_dtype(cli, v); });
+  cli.option("--memory-budget", [&](const std::string &v) { a.memory_budget = std::stod(v); });
+  cli.option("--steps", [&](const std::string &v) { a.steps = std::stoi(v); });
+  cli.option("--seed", [&](const std::string &v) { a.seed = std::stoull(v); });
+  cli.option("--lr", [&](const std::string &v) { a.lr = std::stod(v); });
+  cli.option("--batch", [&](const std::string &v) { a.batch = std::stoll(v); });
+  cli.option("--context", [&](const std::string &v) { a.context = std::stoll(v); });
+  cli.option("--layers", [&](const std::string &v) { a.layers = std::stoll(v); });
+  cli.option("--d-model", [&](const std::string &v) { a.d_model = std::stoll(v); });
+  cli.option("--heads", [&](const std::string &v) { a.heads = std::stoll(v); });
+  cli.option("--dropout", [&](const std::string &v) { a.dropout = std::stod(v); });
+  cli.option("--text", [&](const std::string &v) { a.text = v; });
+  cli.option("--log-every", [&](const std::string &v) { a.log_every = std::stoi(v); });
+  cli.parse(argc, argv);
   if (a.steps < 1 || a.batch < 1 || a.context < 1 || a.layers < 1 || a.d_model < 1 || a.heads < 1 ||
       a.log_every < 1 || !(a.lr > 0))
-    usage("steps, batch, context, layers, d-model, heads, log-every and lr must be positive");
-  if (a.d_model % a.heads != 0) usage("d-model must be divisible by heads");
-  if (a.eager && a.autocast != kFloat32) usage("--autocast applies to compiled runs; drop --eager");
-  if (!(a.memory_budget >= 0 && a.memory_budget <= 1)) usage("--memory-budget must be in [0, 1]");
-  if (a.eager && a.memory_budget != 1.0) usage("--memory-budget applies to compiled runs; drop --eager");
-  if (!(a.dropout >= 0 && a.dropout < 1)) usage("dropout must be in [0, 1)");
+    cli.usage("steps, batch, context, layers, d-model, heads, log-every and lr must be positive");
+  if (a.d_model % a.heads != 0) cli.usage("d-model must be divisible by heads");
+  if (a.eager && a.autocast != kFloat32) cli.usage("--autocast applies to compiled runs; drop --eager");
+  if (!(a.memory_budget >= 0 && a.memory_budget <= 1)) cli.usage("--memory-budget must be in [0, 1]");
+  if (a.eager && a.memory_budget != 1.0) cli.usage("--memory-budget applies to compiled runs; drop --eager");
+  if (!(a.dropout >= 0 && a.dropout < 1)) cli.usage("dropout must be in [0, 1)");
   return a;
 }
 

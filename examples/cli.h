@@ -1,0 +1,74 @@
+// examples/cli.h - the command-line parsing the example jobs share: flags
+// that set a field of the job's arguments, `--help`, and exit status 2 with
+// the usage text on an unknown flag or a missing or bad value.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace kiln::examples {
+
+/// One program's flags. Usage:
+///   Cli cli("kiln-train-cnn", "[--eager] [--epochs N]");
+///   cli.flag("--eager", [&] { a.eager = true; });
+///   cli.option("--epochs", [&](const std::string &v) { a.epochs = std::stoi(v); });
+///   cli.parse(argc, argv);
+class Cli {
+public:
+  /// `program` heads every message; `synopsis` follows "usage: <program> "
+  /// (continuation lines indented by the caller).
+  Cli(std::string program, std::string synopsis) : program_(std::move(program)), synopsis_(std::move(synopsis)) {}
+
+  /// A switch without a value: `set` runs when it is given.
+  void flag(const std::string &name, std::function<void()> set) { flags_[name] = std::move(set); }
+
+  /// A flag followed by a value; `set` parses it. A std::logic_error it
+  /// throws (std::stoi's invalid_argument / out_of_range) is reported as
+  /// "bad value for <name>".
+  void option(const std::string &name, std::function<void(const std::string &)> set) {
+    options_[name] = std::move(set);
+  }
+
+  /// Parses argv[1..argc) in order. Exits through usage() on `--help`/`-h`,
+  /// an unknown flag, a flag missing its value or a bad value.
+  void parse(int argc, char **argv) const {
+    for (int i = 1; i < argc; ++i) {
+      const std::string k = argv[i];
+      if (k == "--help" || k == "-h")
+        usage("help");
+      if (auto f = flags_.find(k); f != flags_.end()) {
+        f->second();
+        continue;
+      }
+      auto o = options_.find(k);
+      if (o == options_.end())
+        usage("unknown argument " + k);
+      if (i + 1 >= argc)
+        usage("missing value for " + k);
+      try {
+        o->second(argv[++i]);
+      } catch (const std::logic_error &) {
+        usage("bad value for " + k);
+      }
+    }
+  }
+
+  /// Prints "<program>: <msg>" and the usage text to stderr; exit status 2.
+  [[noreturn]] void usage(const std::string &msg) const {
+    std::fprintf(stderr, "%s: %s\nusage: %s %s\n", program_.c_str(), msg.c_str(), program_.c_str(),
+                 synopsis_.c_str());
+    std::exit(2);
+  }
+
+private:
+  std::string program_, synopsis_;
+  std::map<std::string, std::function<void()>> flags_;
+  std::map<std::string, std::function<void(const std::string &)>> options_;
+};
+
+}  // namespace kiln::examples
