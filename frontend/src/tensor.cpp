@@ -73,8 +73,17 @@ static int64_t wrap_dim(int64_t d, int64_t ndim, const char *op) {
   return d < 0 ? d + n : d;
 }
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+/// A dim of a tensor that has one: wrap_dim accepts -1 and 0 for a 0-d tensor
+/// (reductions over "all" dims), but a 0-d tensor has no size to read (as
+/// PyTorch's "dimension specified as -1 but tensor has no dimensions").
+static int64_t dim_index(const Tensor &t, int64_t d, const char *op) {
+  KILN_CHECK(t.defined(), op, "(", d, ") of an undefined tensor");
+  KILN_CHECK(t.dim() > 0, op, ": dimension ", d, " specified but the tensor has no dimensions (0-d)");
+  return wrap_dim(d, t.dim(), op);
+}
+
+int64_t Tensor::size(int64_t d) const { return sizes()[dim_index(*this, d, "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[dim_index(*this, d, "stride")]; }
 
 bool Tensor::is_contiguous() const {
   const auto &s = sizes();

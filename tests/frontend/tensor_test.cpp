@@ -195,5 +195,23 @@ TEST(Random, RandnMoments) {
   EXPECT_NEAR((x * x).mean().item(), 1.0, 0.03);
 }
 
+// size(-1) of a 0-d tensor read past an empty sizes vector (a crash found by
+// kiln-fuzz's shrinker, seed 10200 graph 482: layer_norm given a scalar);
+// PyTorch raises "dimension specified as -1 but tensor has no dimensions".
+TEST(Tensor, SizeOfAZeroDimTensorThrows) {
+  Tensor s = full({}, 2.0f);
+  try {
+    (void)s.size(-1);
+    FAIL() << "expected kiln::Error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("size: dimension -1 specified but the tensor has no dimensions"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)s.stride(0), Error);
+  EXPECT_THROW((void)Tensor().size(0), Error);
+  EXPECT_EQ(full({3}, 1.0f).size(-1), 3);
+}
+
 }  // namespace
 }  // namespace kiln

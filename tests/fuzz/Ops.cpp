@@ -81,21 +81,6 @@ double max_abs(const Tensor &t) {
 /// generator keeps them out.
 bool small_argument(const Tensor &t) { return is_float(t) && max_abs(t) < 4.0; }
 
-/// Operands whose last-dim rows are not (nearly) constant: layer_norm of a
-/// constant row is 0/sqrt(eps), so a rounding of the row's mean in the last
-/// bit (f32 vs double accumulation) is amplified by 1/sqrt(eps) = 316.
-bool rows_vary(const Tensor &t) {
-  if (!is_float(t) || t.dim() < 1 || t.size(-1) < 2) return false;
-  const auto v = t.to_vector<double>();
-  const int64_t n = t.size(-1);
-  for (size_t r = 0; r + n <= v.size(); r += n) {
-    double mean = 0, sq = 0;
-    for (int64_t i = 0; i < n; ++i) mean += v[r + i] / n;
-    for (int64_t i = 0; i < n; ++i) sq += (v[r + i] - mean) * (v[r + i] - mean) / n;
-    if (!(sq > 1e-3 * (mean * mean) + 1e-4)) return false;
-  }
-  return true;
-}
 
 OpDef unary(const char *name, std::function<Tensor(const Tensor &)> f, std::function<std::string(const std::string &)> cpp,
             double weight = 1.0, std::function<bool(const Tensor &)> operand_ok = is_float) {
@@ -854,6 +839,19 @@ std::vector<OpDef> build_ops() {
 }
 
 }  // namespace
+
+bool rows_vary(const Tensor &t) {
+  if (!is_float(t) || t.dim() < 1 || t.size(-1) < 2) return false;
+  const auto v = t.to_vector<double>();
+  const int64_t n = t.size(-1);
+  for (size_t r = 0; r + n <= v.size(); r += n) {
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i) mean += v[r + i] / n;
+    for (int64_t i = 0; i < n; ++i) sq += (v[r + i] - mean) * (v[r + i] - mean) / n;
+    if (!(sq > 1e-3 * (mean * mean) + 1e-4)) return false;
+  }
+  return true;
+}
 
 const std::vector<OpDef> &ops() {
   static const std::vector<OpDef> table = build_ops();

@@ -32,8 +32,9 @@ struct Options {
 };
 
 struct Verdict {
-  /// IllConditioned: a 16-bit program differed where the float64 oracle
-  /// cannot judge it (see check()); not a failure.
+  /// IllConditioned: a program differed where the float64 oracle cannot
+  /// judge it (16-bit rounding near a jump or of a large exp argument, a
+  /// layer_norm of a constant row; see check()); not a failure.
   enum Status { Pass, Mismatch, CompiledError, Invalid, IllConditioned };
   Status status = Pass;
   std::string message;  ///< what differed: the call, the tensor, the values

@@ -57,6 +57,14 @@ struct Program {
 /// invalid for these shapes (generation and shrinking use that to reject).
 std::vector<Tensor> run_program(const Program &p, std::vector<Tensor> values);
 
+/// True when every last-dim row of the float tensor `t` (dim >= 1, last dim
+/// >= 2) varies: its variance exceeds 1e-3 mean^2 + 1e-4. layer_norm of a
+/// constant row is 0/sqrt(eps), so a last-bit rounding of the row's mean is
+/// amplified by 1/sqrt(eps) = 316: the generator draws layer_norm only on
+/// varying rows, and the oracle calls a difference ill-conditioned where a
+/// fresh call's values make a row constant (a rounding op before it).
+bool rows_vary(const Tensor &t);
+
 /// The op table entry: how to pick operands and attributes for a new op
 /// (false: not applicable to the values so far), how to run it, and how to
 /// print it as C++ (names[i] is the C++ name of args[i]).

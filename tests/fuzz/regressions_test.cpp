@@ -172,3 +172,19 @@ TEST(FuzzHarness, RoundingUnderAutocastIsIllConditioned) {
   Options o = Options::parse("budget=1 remat=1 autocast=bfloat16 batch2=0");
   EXPECT_NE(check(p, o, 8108843058654518287u).status, Verdict::Mismatch);
 }
+
+// A fresh call's values made a row that layer_norm normalizes constant (a
+// scalar floor_divide'd, so every element of a row is p3; the generator had
+// drawn it on varying rows): eager's mean of the row is exact, the compiled
+// one a last bit off, times 1/sqrt(eps) in the weight's gradient. Not a
+// compiler bug: the oracle calls it ill-conditioned. (Its shrinking crashed
+// the fuzzer: layer_norm of a 0-d value read size(-1) past an empty shape,
+// now a kiln::Error: Tensor.SizeOfAZeroDimTensorThrows.)
+TEST(FuzzHarness, LayerNormOfAConstantRowIsIllConditioned) {
+  const Program p = Program::parse(
+      "B=5 x[5,8] p[7,8]g p[7]g p[]g p[7]g p[7]b ; linear(0,1,2;;0x0p+0) floor_divide(3,6;;0x0p+0) "
+      "layer_norm(7,4,5;;0x0p+0) gelu_tanh(8;;0x0p+0) relu(8;;0x0p+0) gelu(10;;0x0p+0) detach_mul(7;;0x0p+0) "
+      "slice_step(12;1,3,3;0x0p+0) sum(13;0,1;0x0p+0) dropout(9;;0x0p+0)");
+  Options o = Options::parse("budget=1 remat=0 autocast=float32 batch2=0");
+  EXPECT_EQ(check(p, o, 5719717678778588910u).status, Verdict::IllConditioned);
+}
