@@ -679,14 +679,14 @@ std::vector<OpDef> build_ops() {
                     0.5});
   t.push_back(along_dim("unsqueeze", false, [](const Tensor &a, int64_t d) { return a.unsqueeze(d); },
                         [](auto a, int64_t d) { return a + ".unsqueeze(" + std::to_string(d) + ")"; }, 0.5));
-  t.push_back(OpDef{"narrow", true, make_window,
+  t.push_back(OpDef{"narrow", false, make_window,
                     [](const Op &op, const std::vector<Tensor> &in) { return in[0].narrow(op.ints[0], op.ints[1], op.ints[2]); },
                     [](const Op &op, const std::vector<std::string> &n) {
                       return n[0] + ".narrow(" + std::to_string(op.ints[0]) + ", " + std::to_string(op.ints[1]) + ", " +
                              std::to_string(op.ints[2]) + ")";
                     },
                     0.7});
-  t.push_back(OpDef{"slice_step", true, make_window,
+  t.push_back(OpDef{"slice_step", false, make_window,
                     [](const Op &op, const std::vector<Tensor> &in) {
                       return slice(in[0], op.ints[0], op.ints[1], INT64_MAX, 1 + op.ints[2] % 2);
                     },
@@ -695,7 +695,7 @@ std::vector<OpDef> build_ops() {
                              ", INT64_MAX, " + std::to_string(1 + op.ints[2] % 2) + ")";
                     },
                     0.7});
-  t.push_back(OpDef{"chunk", true, make_window,
+  t.push_back(OpDef{"chunk", false, make_window,
                     [](const Op &op, const std::vector<Tensor> &in) {
                       auto pieces = chunk(in[0], 2, op.ints[0]);
                       return pieces[op.ints[1] % pieces.size()];
@@ -705,13 +705,13 @@ std::vector<OpDef> build_ops() {
                              " % chunk(" + n[0] + ", 2, " + std::to_string(op.ints[0]) + ").size()]";
                     },
                     0.5});
-  t.push_back(OpDef{"cat", true, make_join,
+  t.push_back(OpDef{"cat", false, make_join,
                     [](const Op &op, const std::vector<Tensor> &in) { return cat({in[0], in[1]}, op.ints[0]); },
                     [](const Op &op, const std::vector<std::string> &n) {
                       return "cat({" + n[0] + ", " + n[1] + "}, " + std::to_string(op.ints[0]) + ")";
                     },
                     0.6});
-  t.push_back(OpDef{"stack", true, make_join,
+  t.push_back(OpDef{"stack", false, make_join,
                     [](const Op &op, const std::vector<Tensor> &in) { return stack({in[0], in[1]}, op.ints[0]); },
                     [](const Op &op, const std::vector<std::string> &n) {
                       return "stack({" + n[0] + ", " + n[1] + "}, " + std::to_string(op.ints[0]) + ")";

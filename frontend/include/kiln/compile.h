@@ -13,9 +13,10 @@
 // unchanged.
 //
 // Graph breaks (as TorchDynamo's): an op that cannot be captured (.item(),
-// in-place updates other than of captured buffers, the slicing views narrow /
-// slice / select / chunk / split and cat / stack (not yet dialect ops), a
-// user callback that reads values)
+// in-place updates other than of captured buffers, an empty narrow / slice,
+// a cat / stack of integer, bool or empty tensors, a user callback that reads
+// values; a non-empty window is captured as kiln.gather, a float cat as
+// kiln.scatter_add)
 // splits the graph. C++ cannot resume a function half-way, so such a
 // module's forward then runs on every call under a *lazy* tracer: ops are
 // recorded without computing, and at each break the segment recorded so far

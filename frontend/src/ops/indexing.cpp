@@ -4,7 +4,11 @@
 // gather/scatter_add/cat are primitive kernels; index_select, stack, split and
 // chunk are compositions (gather, cat, narrow), so they need no backward of
 // their own. gather and scatter_add are captured (kiln.gather,
-// kiln.scatter_add) and their indices checked on every compiled call. Pure data movement (gather, cat) copies elements bytewise and so
+// kiln.scatter_add) and their indices checked on every compiled call. Under
+// a trace, the strided windows (narrow, slice with a step: eager views) are
+// recorded as kiln.gather of a constant position index, their gradients as
+// kiln.scatter_add into zeros, and a float cat is computed as scatter_adds
+// of its operands into zeros, so all of them are captured. Pure data movement (gather, cat) copies elements bytewise and so
 // works for every dtype without a float32 round trip; scatter_add adds, so
 // float16/bfloat16 are widened to float32 around its kernel.
 #include <algorithm>
@@ -160,24 +164,6 @@ void index_cpu(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const T
 }
 const dispatch::KernelRegistrar<IndexKernel> index_cpu_reg(index_stub, DeviceType::CPU, index_cpu);
 
-/// The gradient of a stepped slice: `g` (length L along d) spread to
-/// positions start, start+step, ... of a zero tensor of `in_shape`, built
-/// from cat/narrow so the backward is itself made of public ops.
-Tensor unslice(const Tensor &g, const Shape &in_shape, int64_t d, int64_t start, int64_t step) {
-  const int64_t len = g.size(d);
-  if (len == 0) return zeros(in_shape, g.dtype(), g.device());
-  Shape gap_shape = g.sizes();
-  gap_shape.insert(gap_shape.begin() + d + 1, step - 1);
-  Tensor spread = cat({g.unsqueeze(d + 1), zeros(gap_shape, g.dtype(), g.device())}, d + 1);  // [.., L, step, ..]
-  Shape flat = g.sizes();
-  flat[d] = len * step;
-  Tensor body = spread.reshape(flat).narrow(d, 0, (len - 1) * step + 1);
-  Shape front = g.sizes(), back = g.sizes();
-  front[d] = start;
-  back[d] = in_shape[d] - start - body.size(d);
-  return cat({zeros(front, g.dtype(), g.device()), body, zeros(back, g.dtype(), g.device())}, d);
-}
-
 /// Output shape of cat, checking ranks and the non-cat sizes. Legacy 1-D
 /// empty tensors ([0]) are skipped as in PyTorch; `used` lists the others.
 Shape cat_shape(const std::vector<Tensor> &ts, int64_t *dim, std::vector<Tensor> *used) {
@@ -208,6 +194,26 @@ Shape cat_shape(const std::vector<Tensor> &ts, int64_t *dim, std::vector<Tensor>
   return out;
 }
 
+/// Whether a traced cat of `used` is captured (cat_as_scatters): float
+/// operands (scatter_add adds), none empty (no dialect form).
+bool capturable_cat(const std::vector<Tensor> &used, DType dtype) {
+  if (!is_floating_point(dtype)) return false;
+  return std::none_of(used.begin(), used.end(), [](const Tensor &t) { return t.numel() == 0; });
+}
+
+/// cat as captured ops: each operand scatter-added into its slab of a zero
+/// tensor of `out_shape` (the same values as the copy: 0 + x is x). Its
+/// backward is scatter_add's: a gather of each slab.
+Tensor cat_as_scatters(const TensorList &inputs, const Shape &out_shape, int64_t dim) {
+  Tensor out = zeros(out_shape, inputs[0].dtype(), inputs[0].device());
+  int64_t offset = 0;
+  for (const Tensor &t : inputs) {
+    out = scatter_add(out, dim, detail::window_index(t.sizes(), dim, offset, 1, t.device()), t);
+    offset += t.size(dim);
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace detail {
@@ -233,6 +239,25 @@ Tensor gather_as(const Tensor &a, int64_t dim_in, const Tensor &index, ir::Index
                      });
   }
   return out;
+}
+
+Tensor window_index(const Shape &shape, int64_t dim, int64_t start, int64_t step, Device device) {
+  std::vector<int64_t> positions(shape[dim]);
+  for (int64_t k = 0; k < shape[dim]; ++k) positions[k] = start + k * step;
+  Shape line(shape.size(), 1);
+  line[dim] = shape[dim];
+  return tensor(positions, {shape[dim]}, device).reshape(line).expand(shape);
+}
+
+void record_window(const Tensor &a, int64_t dim, int64_t start, int64_t step, const Tensor &out) {
+  if (!trace::active()) return;
+  const Tensor index = window_index(out.sizes(), dim, start, step, a.device());
+  trace::record(ir::OpKind::Gather, {a, index}, out, trace::Attrs{{dim, static_cast<int64_t>(ir::IndexSource::Gather)}});
+}
+
+Tensor unwindow(const Tensor &g, const Shape &in_shape, int64_t dim, int64_t start, int64_t step) {
+  const Tensor index = window_index(g.sizes(), dim, start, step, g.device());
+  return scatter_add(zeros(in_shape, g.dtype(), g.device()), dim, index, g);
 }
 
 }  // namespace detail
@@ -300,16 +325,18 @@ Tensor slice(const Tensor &a, int64_t dim_in, int64_t start, int64_t end, int64_
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
-  trace::GraphBreak graph_break("slice");  // not capturable: runs eagerly between compiled segments
   Shape sizes = a.sizes(), strides = a.strides();
   sizes[d] = (end - start + step - 1) / step;  // ceil((end - start) / step)
   strides[d] *= step;
+  std::optional<trace::GraphBreak> graph_break;  // an empty window has no dialect form
+  if (numel_of(sizes) == 0) graph_break.emplace("slice");
   Tensor out = strided_view(a, sizes, strides, a.storage_offset() + start * a.stride(d));
+  detail::record_window(a, d, start, step, out);  // captured as a kiln.gather
   if (autograd::any_requires_grad({a})) {
     const Shape in_shape = a.sizes();
     autograd::record(out, "SliceBackward", {a}, {},
                      [in_shape, d, start, step](const TensorList &g, const TensorList &) -> TensorList {
-                       return {unslice(g[0], in_shape, d, start, step)};
+                       return {detail::unwindow(g[0], in_shape, d, start, step)};
                      });
   }
   return out;
@@ -323,7 +350,12 @@ Tensor cat(const std::vector<Tensor> &tensors, int64_t dim) {
   for (const Tensor &t : tensors) dtype = promote_types(dtype, t.dtype());
   const Device device = dispatch::common_device("cat", tensors);
   if (used.empty()) return Tensor::empty(out_shape, dtype, device);
-  trace::GraphBreak graph_break("cat");  // not capturable: runs eagerly between compiled segments
+  if (trace::active() && capturable_cat(used, dtype)) {
+    TensorList inputs;
+    for (const Tensor &t : used) inputs.push_back(t.to(dtype));
+    return cat_as_scatters(inputs, out_shape, dim);
+  }
+  trace::GraphBreak graph_break("cat");  // ints, bools, empty operands: run eagerly between compiled segments
   TensorList inputs;
   for (const Tensor &t : used) inputs.push_back(t.to(dtype));
   Tensor out = Tensor::empty(out_shape, dtype, device);

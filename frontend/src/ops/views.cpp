@@ -8,6 +8,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "dispatch.h"
+#include "gather.h"
 #include "kernels.h"
 #include "shape_utils.h"
 #include "../backend.h"
@@ -197,16 +198,19 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   if (start < 0) start += size;
   KILN_CHECK(start >= 0 && length >= 0 && start + length <= size, "narrow: start (", start,
              ") + length (", length, ") exceeds dimension size (", size, ") of dim ", d);
-  trace::GraphBreak graph_break("narrow");  // not capturable: runs eagerly between compiled segments
   Shape new_sizes = sizes();
   new_sizes[d] = length;
+  std::optional<trace::GraphBreak> graph_break;  // an empty window has no dialect form
+  if (numel_of(new_sizes) == 0) graph_break.emplace("narrow");
   Tensor out = make_view(*this, new_sizes, strides(), storage_offset() + start * strides()[d]);
+  detail::record_window(*this, d, start, 1, out);  // captured as a kiln.gather
   if (autograd::any_requires_grad({*this})) {
     Shape in_shape = sizes();
     autograd::record(out, "NarrowBackward", {*this}, {},
                      [in_shape, d, start, length](const autograd::TensorList &g,
                                                   const autograd::TensorList &) -> autograd::TensorList {
-                       // The gradient is zero outside the window: pad it back.
+                       // The gradient is zero outside the window: pad it back (captured: a scatter_add).
+                       if (trace::active()) return {detail::unwindow(g[0], in_shape, d, start, 1)};
                        Tensor full = zeros(in_shape, g[0].dtype());
                        NoGradGuard no_grad;
                        full.narrow(d, start, length).copy_(g[0]);
