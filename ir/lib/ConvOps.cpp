@@ -2,6 +2,7 @@
 // pooling"): shapes as PyTorch's aten/src/ATen/native/ConvUtils.h
 // (conv_output_size) and Pool.h (pooling_output_shape, ceil_mode false).
 #include "kiln/ir/KilnOps.h"
+#include "ShapeString.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -14,15 +15,6 @@ using mlir::success;
 
 namespace {
 
-std::string shapeText(llvm::ArrayRef<int64_t> shape) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "[";
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return text;
-}
-
 RankedTensorType typeOf(mlir::Value value) { return mlir::cast<RankedTensorType>(value.getType()); }
 
 /// The attributes of a conv op: two entries each, stride and dilation >= 1,
@@ -31,11 +23,11 @@ LogicalResult checkConvAttrs(mlir::Operation *op, llvm::ArrayRef<int64_t> stride
                              llvm::ArrayRef<int64_t> dilation, int64_t groups) {
   if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2)
     return op->emitOpError() << "expects 2 entries each in stride, padding and dilation, got "
-                             << shapeText(stride) << ", " << shapeText(padding) << ", " << shapeText(dilation);
+                             << shapeString(stride) << ", " << shapeString(padding) << ", " << shapeString(dilation);
   if (stride[0] < 1 || stride[1] < 1 || dilation[0] < 1 || dilation[1] < 1 || padding[0] < 0 || padding[1] < 0)
     return op->emitOpError() << "expects stride and dilation >= 1 and padding >= 0, got stride "
-                             << shapeText(stride) << ", padding " << shapeText(padding) << ", dilation "
-                             << shapeText(dilation);
+                             << shapeString(stride) << ", padding " << shapeString(padding) << ", dilation "
+                             << shapeString(dilation);
   if (groups < 1)
     return op->emitOpError() << "expects groups >= 1, got " << groups;
   return success();
@@ -57,19 +49,19 @@ LogicalResult verifyConv(ConvOp op, RankedTensorType input, RankedTensorType wei
   if (x.size() != 4 || w.size() != 4 || y.size() != 4)
     return op.emitOpError() << "expects rank-4 input [N, C, H, W], weight [O, C/groups, kH, kW] and output "
                                "[N, O, OH, OW], got "
-                            << shapeText(x) << ", " << shapeText(w) << ", " << shapeText(y);
+                            << shapeString(x) << ", " << shapeString(w) << ", " << shapeString(y);
   const int64_t groups = op.getGroups();
   if (x[1] % groups != 0 || w[0] % groups != 0 || w[1] * groups != x[1])
-    return op.emitOpError() << "weight " << shapeText(w) << " with groups = " << groups << " does not match input "
-                            << shapeText(x) << " (expected weight [O, " << x[1] / groups << ", kH, kW], O and C "
+    return op.emitOpError() << "weight " << shapeString(w) << " with groups = " << groups << " does not match input "
+                            << shapeString(x) << " (expected weight [O, " << x[1] / groups << ", kH, kW], O and C "
                             << "divisible by groups)";
   llvm::SmallVector<int64_t, 4> expected{x[0], w[0], 0, 0};
   for (int axis = 0; axis < 2; ++axis)
     expected[2 + axis] = convOutputSize(x[2 + axis], w[2 + axis], op.getStride()[axis], op.getPadding()[axis],
                                         op.getDilation()[axis]);
   if (expected[2] < 1 || expected[3] < 1 || llvm::ArrayRef<int64_t>(expected) != y)
-    return op.emitOpError() << "expects output shape " << shapeText(expected) << " for input " << shapeText(x)
-                            << " and weight " << shapeText(w) << ", got " << shapeText(y);
+    return op.emitOpError() << "expects output shape " << shapeString(expected) << " for input " << shapeString(x)
+                            << " and weight " << shapeString(w) << ", got " << shapeString(y);
   if (input.getElementType() != weight.getElementType() || input.getElementType() != output.getElementType())
     return op.emitOpError() << "expects one element type for input, weight and output";
   return success();
@@ -84,17 +76,17 @@ template <class PoolOp> LogicalResult verifyMaxPool(PoolOp op) {
   for (int axis = 0; axis < 2; ++axis)
     if (k[axis] < 1 || s[axis] < 1 || p[axis] < 0 || 2 * p[axis] > k[axis])
       return op.emitOpError() << "expects kernel, stride >= 1 and 0 <= padding <= kernel / 2, got kernel "
-                              << shapeText(k) << ", stride " << shapeText(s) << ", padding " << shapeText(p);
+                              << shapeString(k) << ", stride " << shapeString(s) << ", padding " << shapeString(p);
   auto x = op.getInput().getType().getShape();
   auto y = op.getType().getShape();
   if (x.size() != 4)
-    return op.emitOpError() << "expects a rank-4 input [N, C, H, W], got " << shapeText(x);
+    return op.emitOpError() << "expects a rank-4 input [N, C, H, W], got " << shapeString(x);
   llvm::SmallVector<int64_t, 4> expected{x[0], x[1], 0, 0};
   for (int axis = 0; axis < 2; ++axis)
     expected[2 + axis] = convOutputSize(x[2 + axis], k[axis], s[axis], p[axis], 1);
   if (expected[2] < 1 || expected[3] < 1 || llvm::ArrayRef<int64_t>(expected) != y)
-    return op.emitOpError() << "expects result shape " << shapeText(expected) << " for input " << shapeText(x)
-                            << ", got " << shapeText(y);
+    return op.emitOpError() << "expects result shape " << shapeString(expected) << " for input " << shapeString(x)
+                            << ", got " << shapeString(y);
   return success();
 }
 
@@ -107,9 +99,9 @@ LogicalResult verifyPoolIndex(IndexOp op, RankedTensorType plane, RankedTensorTy
   if (big.size() != 4 || small.size() != 4 || small != indices)
     return op.emitOpError() << "expects a rank-4 [N, C, H, W] plane and [N, C, OH, OW] windows of the indices' "
                                "shape "
-                            << shapeText(indices) << ", got " << shapeText(big) << " and " << shapeText(small);
+                            << shapeString(indices) << ", got " << shapeString(big) << " and " << shapeString(small);
   if (big[0] != small[0] || big[1] != small[1])
-    return op.emitOpError() << "expects one N and C in " << shapeText(big) << " and " << shapeText(small);
+    return op.emitOpError() << "expects one N and C in " << shapeString(big) << " and " << shapeString(small);
   if (typeOf(op.getLhs()).getElementType() != op.getType().getElementType())
     return op.emitOpError() << "expects one element type for lhs and result";
   return success();

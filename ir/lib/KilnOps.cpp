@@ -1,5 +1,6 @@
 // Verifiers, folders and helpers of the kiln ops (declared in KilnOps.td).
 #include "kiln/ir/KilnOps.h"
+#include "ShapeString.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -26,8 +27,7 @@ using mlir::LogicalResult;
 using mlir::RankedTensorType;
 using mlir::success;
 
-/// "[4, 8]" for diagnostics.
-static std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "[";

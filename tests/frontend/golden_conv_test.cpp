@@ -8,16 +8,9 @@ namespace {
 
 namespace F = nn::functional;
 using golden::Case;
-using TensorMap = std::map<std::string, Tensor>;
-
-std::array<int64_t, 2> pair_attr(const Case &c, const char *key) {
-  return c.attrs.at(key).get<std::array<int64_t, 2>>();
-}
-
-Tensor get_or_undefined(TensorMap &in, const std::string &key) {
-  auto it = in.find(key);
-  return it == in.end() ? Tensor() : it->second;
-}
+using golden::get_or_undefined;
+using golden::pair_attr;
+using golden::TensorMap;
 
 class GoldenConv : public ::testing::Test {
 protected:

@@ -1,6 +1,7 @@
 // golden.h - reads golden values written by tests/golden/golden.py (PyTorch).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -20,6 +21,20 @@ struct Case {
   std::map<std::string, Tensor> inputs, outputs, grads;
   nlohmann::json attrs;
 };
+
+/// Named input tensors of a case.
+using TensorMap = std::map<std::string, Tensor>;
+
+/// A two-int attribute of a case ("stride": [1, 2]).
+inline std::array<int64_t, 2> pair_attr(const Case &c, const char *key) {
+  return c.attrs.at(key).get<std::array<int64_t, 2>>();
+}
+
+/// The input named `key`, or an undefined tensor (an optional bias).
+inline Tensor get_or_undefined(TensorMap &in, const std::string &key) {
+  auto it = in.find(key);
+  return it == in.end() ? Tensor() : it->second;
+}
 
 inline DType dtype_from(const std::string &s) {
   if (s == "float32") return kFloat32;
