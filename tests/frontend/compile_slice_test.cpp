@@ -1,5 +1,5 @@
 // Slicing views and joins under kiln::compile (issue 13): narrow, slice with
-// a step, chunk, split, cat and stack are captured without a graph
+// a step, chunk, split, select, unbind, cat and stack are captured without a graph
 // break (a window is a kiln.gather, its gradient and cat are
 // kiln.scatter_add), and compiled forward and gradients equal eager; so is
 // nn::MultiheadAttention, which narrows its packed in_proj weight.
@@ -71,6 +71,13 @@ TEST(CompileSlice, ChunkSplit) {
     std::vector<Tensor> c = chunk(h, 3, 1);
     std::vector<Tensor> s = split(h, 3, 0);
     return c[0] * c[1] + c[2] + s[1].narrow(1, 0, 2) + s[0].narrow(0, 1, 1).narrow(1, 4, 2);
+  });
+}
+
+TEST(CompileSlice, SelectUnbind) {
+  expect_captured_and_equal([](const Tensor &h, const Tensor &) {
+    std::vector<Tensor> rows = unbind(h, 0);
+    return rows[1] * 2.0 + select(h, 0, -1) + select(h, 1, 2).sum();
   });
 }
 

@@ -72,6 +72,13 @@ TEST_F(IndexingGrad, SplitAndChunk) {
     return p[0] * p[1];
   }, {randn({3, 4})});
 }
+TEST_F(IndexingGrad, SelectAndUnbind) {
+  expect_gradients_match([](const TL &x) { return select(x[0], 1, -1) * select(x[0], 1, 0); }, {randn({3, 4})});
+  expect_gradients_match([](const TL &x) {
+    auto r = unbind(x[0], 0);
+    return r[0] + r[2] * 3.0;
+  }, {randn({3, 2})});
+}
 TEST_F(IndexingGrad, Embedding) {
   Tensor i = idx({1, 1, 3, 0}, {2, 2});
   expect_gradients_match([i](const TL &x) { return F::embedding(i, x[0]); }, {randn({4, 3})});
@@ -127,6 +134,19 @@ TEST(IndexingValues, SplitChunkAreViews) {
   EXPECT_EQ(values(c[2]), (V{4, 5}));
   EXPECT_EQ(chunk(zeros({0, 2}), 3).size(), 3u);
   EXPECT_EQ(split(zeros({0}), 2).size(), 1u);
+}
+TEST(IndexingValues, SelectAndUnbindAreViews) {
+  Tensor a = arange(24, kFloat32).reshape({2, 3, 4});  // a[i][j][k] = 12i + 4j + k
+  Tensor last = select(a, 1, -1);                     // a[:, 2, :]
+  EXPECT_EQ(last.sizes(), (Shape{2, 4}));
+  EXPECT_EQ(values(last), (V{8, 9, 10, 11, 20, 21, 22, 23}));
+  EXPECT_EQ(last.impl()->storage, a.impl()->storage);
+  EXPECT_EQ(values(select(a, 2, 1)), (V{1, 5, 9, 13, 17, 21}));
+  auto rows = unbind(a, 0);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].sizes(), (Shape{3, 4}));
+  EXPECT_EQ(values(rows[1]).front(), 12);
+  EXPECT_EQ(select(arange(3, kFloat32), 0, 1).dim(), 0);
 }
 TEST(IndexingValues, CatStackLayouts) {
   Tensor a = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
@@ -253,6 +273,12 @@ TEST(IndexingBadInput, SplitChunk) {
   expect_error([&] { split(zeros({4}), 2, 1); }, {"split", "dimension 1"});
   expect_error([&] { chunk(zeros({4}), 0); }, {"chunk", "chunks", "0"});
   expect_error([&] { chunk(zeros({}), 2); }, {"chunk", "[]"});
+}
+TEST(IndexingBadInput, SelectUnbind) {
+  expect_error([&] { select(zeros({2, 3}), 1, 3); }, {"select", "index 3", "dimension 1", "size 3"});
+  expect_error([&] { select(zeros({2, 3}), 0, -3); }, {"select", "-3"});
+  expect_error([&] { select(zeros({}), 0, 0); }, {"select", "0-dim"});
+  expect_error([&] { unbind(zeros({}), 0); }, {"unbind", "0-dim"});
 }
 TEST(IndexingBadInput, Embedding) {
   Tensor w = zeros({3, 2});

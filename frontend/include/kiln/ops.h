@@ -225,8 +225,10 @@ Tensor cumsum(const Tensor &a, int64_t dim);
 Tensor bmm(const Tensor &a, const Tensor &b);
 
 // ---- indexing and joining (frontend/src/ops/indexing.cpp) ------------------------------
-// Data movement is bytewise (every dtype, float16/bfloat16 exact); none of
-// these can be captured by kiln::compile yet (they throw while tracing).
+// Data movement is bytewise (every dtype, float16/bfloat16 exact). All are
+// captured by kiln::compile: index_select/gather/embedding as kiln.gather,
+// scatter_add as kiln.scatter_add, the slicing views and cat/stack as
+// gathers/scatter-adds of constant position indices (compile.h).
 /// Rows/slices of `a` along `dim` at `index` (int64 or int32, [K] or 0-d):
 /// [.., N, ..] -> [.., K, ..]; repeats allowed (their gradients add). Throws
 /// naming the index on one outside [0, a.size(dim)).
@@ -260,6 +262,14 @@ std::vector<Tensor> split(const Tensor &a, int64_t split_size, int64_t dim = 0);
 /// fewer than `chunks` pieces ([6] into 4 -> 2, 2, 2); views. Throws unless
 /// chunks > 0.
 std::vector<Tensor> chunk(const Tensor &a, int64_t chunks, int64_t dim = 0);
+/// torch.select: the slice at `index` of `dim` with that dim removed, a view
+/// ([2, 3, 4] select(1, -1) -> [2, 4], a[:, -1]). index may be negative
+/// (counts from the end). Throws on a 0-d tensor or an index outside
+/// [-size, size).
+Tensor select(const Tensor &a, int64_t dim, int64_t index);
+/// torch.unbind: every select(a, dim, i), i = 0 .. size(dim) - 1, as views.
+/// Throws on a 0-d tensor.
+std::vector<Tensor> unbind(const Tensor &a, int64_t dim = 0);
 
 // ---- dtypes -------------------------------------------------------------------
 /// PyTorch's type promotion for two tensor dtypes: bool < integers < floats;

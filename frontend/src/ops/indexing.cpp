@@ -420,4 +420,24 @@ std::vector<Tensor> chunk(const Tensor &a, int64_t chunks, int64_t dim) {
   return split(a, (size + chunks - 1) / chunks, d);
 }
 
+Tensor select(const Tensor &a, int64_t dim, int64_t index) {
+  check_input(a, "select", "input");
+  KILN_CHECK(a.dim() > 0, "select: cannot be applied to a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, a.dim(), "select");
+  const int64_t size = a.size(d);
+  KILN_CHECK(index >= -size && index < size, "select: index ", index, " is out of range for dimension ", d,
+             " of size ", size, " (expected -", size, " <= index < ", size, ")");
+  if (index < 0) index += size;
+  return a.narrow(d, index, 1).squeeze(d);
+}
+
+std::vector<Tensor> unbind(const Tensor &a, int64_t dim) {
+  check_input(a, "unbind", "input");
+  KILN_CHECK(a.dim() > 0, "unbind: cannot be applied to a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, a.dim(), "unbind");
+  std::vector<Tensor> slices;
+  for (int64_t i = 0; i < a.size(d); ++i) slices.push_back(select(a, d, i));
+  return slices;
+}
+
 }  // namespace kiln
