@@ -331,12 +331,13 @@ int LaunchExecutable::Builder::addMaxPool(MaxPoolOp op, const Pool2dParams &p, i
   if (!checkSlot(a, "max_pool2d") || (op != MaxPoolOp::Forward && !checkSlot(indices, "max_pool2d")))
     return -1;
   const SlotType &ta = type(a);
-  const bool float_data = ta.dtype == DType::Float32 || ta.dtype == DType::Float64;
+  const bool float_data = ta.dtype == DType::Float32 || ta.dtype == DType::Float64 || ta.dtype == DType::BFloat16 ||
+                          ta.dtype == DType::Float16;
   const bool result_ok = op == MaxPoolOp::Forward ? (result.dtype == ta.dtype || result.dtype == DType::Int64)
                                                   : result.dtype == ta.dtype;
   const bool indices_ok = op == MaxPoolOp::Forward || type(indices).dtype == DType::Int64;
   if (!float_data || !result_ok || !indices_ok || ta.sizes.size() != 4 || result.sizes.size() != 4) {
-    fail("max_pool2d: expected a float32/float64 [N, C, H, W] operand, int64 indices and a rank-4 result, got " +
+    fail("max_pool2d: expected a floating-point [N, C, H, W] operand, int64 indices and a rank-4 result, got " +
          slot_type_str(ta) + " -> " + slot_type_str(result));
     return -1;
   }

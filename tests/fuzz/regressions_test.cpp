@@ -173,6 +173,15 @@ TEST(FuzzHarness, RoundingUnderAutocastIsIllConditioned) {
   EXPECT_NE(check(p, o, 8108843058654518287u).status, Verdict::Mismatch);
 }
 
+// Autocast bf16 runs max pooling in bfloat16 (it commutes with rounding), so
+// the compiled backward held a bfloat16 max_pool2d_backward, which the
+// executable rejected ("expected a float32/float64 operand"): the pooling
+// primitives now take 16-bit floats through float32 (runtime/src/cpu/Pool.cpp).
+TEST(FuzzRegression, Seed11000_Graph684) {
+  expect_compiled_matches_eager("B=4 x[4,3,4,3]g p[4,2] p[4] ; max_pool2d(0;2,1;0x0p+0) linear(3,1,2;;0x0p+0)",
+                                "budget=1 remat=1 autocast=bfloat16 batch2=0", 10677671072598639199u);
+}
+
 // A fresh call's values made a row that layer_norm normalizes constant (a
 // scalar floor_divide'd, so every element of a row is p3; the generator had
 // drawn it on varying rows): eager's mean of the row is exact, the compiled

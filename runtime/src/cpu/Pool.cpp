@@ -1,14 +1,19 @@
 // max_pool2d (kiln/runtime/Conv.h): window maxima with PyTorch's indices
 // (aten/src/ATen/native/cpu/MaxPoolKernel.cpp: the first maximum; a NaN wins,
 // the last one of a window),
-// their scatter-add backward and its adjoint gather.
+// their scatter-add backward and its adjoint gather; 16-bit floats through
+// float32 (as eager max_pool2d computes them, and as Conv.cpp does), so a
+// backward's overlapping windows accumulate in float32 and round once.
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/runtime/Conv.h"
+
+#include "Half.h"
 
 namespace kiln::runtime {
 namespace {
@@ -85,6 +90,35 @@ void run(MaxPoolOp op, const Pool2dParams &p, const Planes &g, const void *x, vo
   }
 }
 
+float widen_one(DType dtype, uint16_t bits) {
+  return dtype == DType::BFloat16 ? cpu::bf16_to_float(bits) : cpu::half_to_float(bits);
+}
+
+/// `n` 16-bit elements of `dtype` at `data` as float32.
+std::vector<float> widen(DType dtype, const void *data, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto *bits = static_cast<const uint16_t *>(data);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = widen_one(dtype, bits[i]);
+  return out;
+}
+
+/// The 16-bit primitive: the operand widened to float32, the float32 kernel,
+/// the written values rounded to nearest even back into `values`. The
+/// backward (scatter) writes whole input planes, the others output windows.
+void run_16(MaxPoolOp op, const Pool2dParams &p, const Planes &g, DType dtype, const void *x, void *values,
+            int64_t *indices) {
+  const int64_t in_numel = g.count * g.H * g.W, out_numel = g.count * g.OH * g.OW;
+  const bool read_windows = op == MaxPoolOp::Backward;
+  std::vector<float> fx = widen(dtype, x, read_windows ? out_numel : in_numel);
+  const int64_t written = read_windows ? in_numel : out_numel;
+  std::vector<float> fv(values ? static_cast<size_t>(written) : 0);
+  run<float>(op, p, g, fx.data(), values ? fv.data() : nullptr, indices);
+  auto *bits = static_cast<uint16_t *>(values);
+  for (int64_t i = 0; bits && i < written; ++i)
+    bits[i] = dtype == DType::BFloat16 ? cpu::float_to_bf16(fv[i]) : cpu::float_to_half(fv[i]);
+}
+
 } // namespace
 
 void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const std::array<int64_t, 4> &input,
@@ -94,8 +128,10 @@ void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const std::array<int64_t, 4
     return run<float>(op, p, g, x, values, indices);
   if (dtype == DType::Float64)
     return run<double>(op, p, g, x, values, indices);
+  if (dtype == DType::BFloat16 || dtype == DType::Float16)
+    return run_16(op, p, g, dtype, x, values, indices);
   throw std::runtime_error(std::string("max_pool2d: no kernel for dtype ") + dtype_name(dtype) +
-                           " (float32 and float64 only)");
+                           " (float32, float64, bfloat16, float16)");
 }
 
 } // namespace kiln::runtime

@@ -75,7 +75,8 @@ enum class MaxPoolOp : int8_t {
 ///    `values` = grad x ([N, C, H, W]).
 ///  - Gather: reads `x` ([N, C, H, W]) and `indices`; writes `values`
 ///    ([N, C, OH, OW]).
-/// dtype Float32 or Float64 (callers compute 16-bit floats in float32);
+/// dtype Float32, Float64, BFloat16 or Float16 (16-bit through float32:
+/// widened, pooled, rounded once to nearest even);
 /// throws std::runtime_error otherwise. A plain loop (oneDNN's max pooling
 /// keeps its own workspace, not PyTorch's indices).
 void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const std::array<int64_t, 4> &input,

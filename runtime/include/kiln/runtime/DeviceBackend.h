@@ -94,7 +94,8 @@ public:
   /// and writes `values` and/or `indices` [N, C, OH, OW] (a view without a
   /// buffer is not written); Backward reads a = grad y and `indices`, writes
   /// `values` = grad x; Gather reads a [N, C, H, W] and `indices`, writes
-  /// `values` [N, C, OH, OW]. Written views are contiguous; float32/float64.
+  /// `values` [N, C, OH, OW]. Written views are contiguous; float32, float64,
+  /// bfloat16 or float16 (16-bit through float32).
   virtual void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const TensorView &a, const TensorView &indices,
                           const TensorView &values, Stream &stream) = 0;
 };
