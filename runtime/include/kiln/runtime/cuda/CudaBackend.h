@@ -1,0 +1,43 @@
+// kiln/runtime/cuda/CudaBackend.h - the DeviceBackend of DeviceType::CUDA,
+// written once over DeviceApi (DeviceApi.h), so the GPU and the CUDA-on-CPU
+// simulator run the same allocator, stream, event and launch code.
+//
+//   auto backend = cuda::make_cuda_backend(std::move(devices));  // one DeviceApi per index
+//   runtime::register_backend(backend);
+//
+// Per device: a CachingAllocator (PyTorch's rules) and a CachingHostAllocator
+// for pinned memory; the default stream is CUDA's legacy NULL stream.
+// What the backend does not run as CUDA kernels yet: on a host-accessible
+// device (the simulator) GEMM, convolution, max pooling and strided copies
+// run the CPU backend's code on the device memory after synchronizing the
+// stream (the simulator's documented fallback); on a GPU they throw
+// std::runtime_error naming the operation ("cuBLASLt GEMM is not wired yet").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/DeviceBackend.h"
+#include "kiln/runtime/cuda/CachingHostAllocator.h"
+#include "kiln/runtime/cuda/DeviceApi.h"
+
+namespace kiln::runtime::cuda {
+
+/// A backend over `devices` (device index i is devices[i]; at least one).
+/// Throws std::invalid_argument on an empty list.
+std::shared_ptr<DeviceBackend> make_cuda_backend(std::vector<std::shared_ptr<DeviceApi>> devices);
+
+/// The DeviceApi behind CUDA device `index` of the registered CUDA backend,
+/// or null when the registered CUDA backend is not a CudaBackend.
+DeviceApi *device_api(int index);
+
+/// The raw stream of a Stream of a CudaBackend (kDefaultStream for the
+/// default stream). Throws std::invalid_argument for another backend's stream.
+StreamHandle stream_handle(Stream &stream);
+
+/// The pinned host allocator of the registered CUDA backend (pin_memory()),
+/// or null when there is none.
+CachingHostAllocator *pinned_allocator();
+
+} // namespace kiln::runtime::cuda

@@ -1,0 +1,100 @@
+// kiln/runtime/cuda/DeviceApi.h - everything the CUDA backend needs from one
+// CUDA device: memory and events (DeviceMemory, for the caching allocators),
+// streams, copies, kernel modules and launches.
+//
+// Two implementations, so everything above them (the allocators, streams,
+// the emitter's kernels, the caches, autograd, optimizers) runs the same code
+// on a GPU and on this GPU-less machine:
+//   - the driver (a real GPU; the driver API through the run-time symbol
+//     table, kernels compiled by NVRTC and loaded with cuModuleLoadData);
+//   - the CUDA-on-CPU simulator (KILN_CUDA_SIM=1: host memory, the same
+//     CUDA C compiled by the host compiler and run as a grid; see
+//     runtime/src/sim/README.md).
+// The backend over them is CudaBackend.h. The mapping to the driver API is
+// named beside each call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/cuda/DeviceMemory.h"
+
+namespace kiln::runtime::cuda {
+
+/// A launch's grid or block extent (CUDA's dim3).
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+/// Direction of a copy (the driver picks cuMemcpyHtoDAsync, DtoH or DtoD).
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+/// What a device is (cuDeviceGetName, cuDeviceGetAttribute).
+struct DeviceProperties {
+  std::string name;                   ///< "NVIDIA H200", "CUDA simulator"
+  int major = 0, minor = 0;           ///< compute capability (9.0 on an H200)
+  size_t total_memory_bytes = 0;      ///< cuDeviceTotalMem
+  int multiprocessors = 0;            ///< CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+  size_t max_shared_bytes_per_block = 0;  ///< with the opt-in (227 KiB on sm_90)
+  /// Host code may read and write this device's memory through plain
+  /// pointers (the simulator): the backend may then run CPU code on it.
+  bool host_accessible = false;
+};
+
+/// One kernel of a loaded module (a CUfunction, or a simulator kernel).
+/// Valid while its module lives (the handle keeps it).
+struct KernelFunction {
+  std::string name;
+  const void *handle = nullptr;             ///< CUfunction / sim::HostKernel*
+  std::shared_ptr<const void> module;       ///< keeps the module loaded
+};
+
+/// One CUDA device. Thread-safe, as the driver API is.
+class DeviceApi : public DeviceMemory {
+public:
+  virtual DeviceProperties properties() const = 0;
+
+  // ---- streams and timed events --------------------------------------------
+  /// A new stream (cuStreamCreate, CU_STREAM_NON_BLOCKING).
+  virtual StreamHandle stream_create() = 0;
+  /// cuStreamDestroy (work already enqueued still runs).
+  virtual void stream_destroy(StreamHandle stream) = 0;
+  /// Blocks until all work enqueued on `stream` has finished (cuStreamSynchronize).
+  virtual void stream_synchronize(StreamHandle stream) = 0;
+  /// Work enqueued on `stream` later waits for `event`'s recorded point
+  /// (cuStreamWaitEvent); the host does not block.
+  virtual void stream_wait_event(StreamHandle stream, EventHandle event) = 0;
+  /// A new event that records time (cuEventCreate(CU_EVENT_DEFAULT)).
+  virtual EventHandle timed_event_create() = 0;
+  /// Seconds between two recorded, completed timed events (cuEventElapsedTime).
+  virtual double event_elapsed_seconds(EventHandle start, EventHandle end) = 0;
+
+  // ---- copies ----------------------------------------------------------------
+  /// Copies `nbytes` bytes ordered on `stream` (cuMemcpy*Async). Host
+  /// memory should be pinned (CachingHostAllocator) for the copy to overlap;
+  /// pageable memory is copied synchronously, as the driver does.
+  virtual void memcpy_async(void *dst, const void *src, size_t nbytes, CopyKind kind, StreamHandle stream) = 0;
+  /// Sets `nbytes` bytes at `dst` to `value` ordered on `stream` (cuMemsetD8Async).
+  virtual void memset_async(void *dst, uint8_t value, size_t nbytes, StreamHandle stream) = 0;
+
+  // ---- kernels ---------------------------------------------------------------
+  /// Compiles and loads CUDA C `source` (the kernel-source contract: no
+  /// includes, extern "C" __global__ kernels) and returns `kernel_names`'
+  /// functions in order. The driver: NVRTC for this device's architecture
+  /// (cached on disk), cuModuleLoadData; the simulator: the host compiler.
+  /// Throws std::runtime_error with the compiler's log on failure.
+  virtual std::vector<KernelFunction> load_kernels(const std::string &source,
+                                                   const std::vector<std::string> &kernel_names) = 0;
+  /// Launches `fn` on `grid` x `block` threads with `shared_bytes` of
+  /// dynamic shared memory, ordered on `stream`; args[i] points at the
+  /// value of parameter i (cuLaunchKernel's convention). Throws
+  /// std::runtime_error for a launch the device refuses (the simulator:
+  /// also for a kernel that fails its checks, naming kernel, block, thread).
+  virtual void launch_kernel(const KernelFunction &fn, Dim3 grid, Dim3 block, size_t shared_bytes,
+                             StreamHandle stream, void **args) = 0;
+};
+
+} // namespace kiln::runtime::cuda

@@ -1,0 +1,186 @@
+// The CUDA DeviceBackend over DeviceApi (kiln/runtime/cuda/CudaBackend.h).
+#include "kiln/runtime/cuda/CudaBackend.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "kiln/runtime/cuda/CachingAllocator.h"
+#include "kiln/runtime/cuda/CurrentStream.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+/// A CUDA stream: a raw handle of one device; owned streams are destroyed
+/// with the object (the default stream is not owned).
+class CudaStream final : public Stream {
+public:
+  CudaStream(DeviceApi &api, int index, StreamHandle handle, bool owned)
+      : api_(api), index_(index), handle_(handle), owned_(owned) {}
+  ~CudaStream() override {
+    if (owned_)
+      api_.stream_destroy(handle_);
+  }
+  Device device() const override { return Device(DeviceType::CUDA, index_); }
+  void synchronize() override { api_.stream_synchronize(handle_); }
+  StreamHandle handle() const { return handle_; }
+
+private:
+  DeviceApi &api_;
+  int index_;
+  StreamHandle handle_;
+  bool owned_;
+};
+
+/// A timed CUDA event.
+class CudaEvent final : public Event {
+public:
+  explicit CudaEvent(DeviceApi &api) : api_(api), event_(api.timed_event_create()) {}
+  ~CudaEvent() override { api_.event_destroy(event_); }
+  void record(Stream &stream) override {
+    api_.event_record(event_, stream_handle(stream));
+    recorded_ = true;
+  }
+  void wait(Stream &stream) override {
+    if (recorded_)
+      api_.stream_wait_event(stream_handle(stream), event_);
+  }
+  void synchronize() override {
+    if (recorded_)
+      api_.event_synchronize(event_);
+  }
+  bool query() const override { return !recorded_ || api_.event_query(event_); }
+  double elapsed_seconds(const Event &start) const override {
+    const auto *s = dynamic_cast<const CudaEvent *>(&start);
+    if (!s || !s->recorded_ || !recorded_ || !query() || !s->query())
+      return 0;
+    return api_.event_elapsed_seconds(s->event_, event_);
+  }
+
+private:
+  DeviceApi &api_;
+  EventHandle event_;
+  bool recorded_ = false;
+};
+
+/// Everything one device index holds.
+struct PerDevice {
+  std::shared_ptr<DeviceApi> api;
+  std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<CudaStream> default_stream;
+};
+
+class CudaBackend final : public DeviceBackend {
+public:
+  explicit CudaBackend(std::vector<std::shared_ptr<DeviceApi>> apis) {
+    if (apis.empty())
+      throw std::invalid_argument("cuda backend: needs at least one device");
+    for (size_t i = 0; i < apis.size(); ++i) {
+      PerDevice d;
+      d.api = std::move(apis[i]);
+      d.allocator = std::make_unique<CachingAllocator>(*d.api, static_cast<int>(i));
+      d.default_stream = std::make_unique<CudaStream>(*d.api, static_cast<int>(i), kDefaultStream, false);
+      devices_.push_back(std::move(d));
+    }
+    host_allocator_ = std::make_unique<CachingHostAllocator>(*devices_[0].api);
+    host_accessible_ = devices_[0].api->properties().host_accessible;
+  }
+
+  DeviceType type() const override { return DeviceType::CUDA; }
+  int device_count() const override { return static_cast<int>(devices_.size()); }
+  Allocator &allocator(int index) override { return *at(index).allocator; }
+  bool host_accessible() const override { return host_accessible_; }
+  DeviceApi &api(int index) { return *at(index).api; }
+  CachingHostAllocator &host_allocator() { return *host_allocator_; }
+
+  void copy(void *dst, Device dst_device, const void *src, Device src_device, size_t nbytes) override {
+    Stream &s = default_stream(cuda_index(dst_device, src_device));
+    copy_async(dst, dst_device, src, src_device, nbytes, s);
+    s.synchronize();
+  }
+  Stream &default_stream(int index) override { return *at(index).default_stream; }
+  std::unique_ptr<Stream> create_stream(int index) override {
+    DeviceApi &a = api(index);
+    return std::make_unique<CudaStream>(a, index, a.stream_create(), true);
+  }
+  std::unique_ptr<Event> create_event(int index) override { return std::make_unique<CudaEvent>(api(index)); }
+
+  void copy_async(void *dst, Device dst_device, const void *src, Device src_device, size_t nbytes,
+                  Stream &stream) override {
+    if (nbytes == 0)
+      return;
+    const CopyKind kind = !src_device.is_cuda()  ? CopyKind::HostToDevice
+                          : !dst_device.is_cuda() ? CopyKind::DeviceToHost
+                                                  : CopyKind::DeviceToDevice;
+    api(cuda_index(dst_device, src_device)).memcpy_async(dst, src, nbytes, kind, stream_handle(stream));
+  }
+  void copy_to_contiguous(const TensorView &src, void *dst, Stream &stream) override {
+    host_fallback("copy_to_contiguous (strided copy)", stream);
+    cpu_backend()->copy_to_contiguous(src, dst, cpu_stream());
+  }
+  void launch(const KernelHandle &, const KernelArgs &, Stream &) override {
+    throw std::runtime_error("cuda backend: compiled kernels are not launched on CUDA yet (the CUDA target of "
+                             "kiln::compile is issue 16); run the compiled model on the CPU");
+  }
+  void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &stream) override {
+    host_fallback("gemm (cuBLASLt)", stream);
+    cpu_backend()->gemm(a, b, c, cpu_stream());
+  }
+  void conv2d(ConvOp op, const Conv2dParams &p, const TensorView &a, const TensorView &b, const TensorView &out,
+              Stream &stream) override {
+    host_fallback("conv2d (cuDNN)", stream);
+    cpu_backend()->conv2d(op, p, a, b, out, cpu_stream());
+  }
+  void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const TensorView &a, const TensorView &indices,
+                  const TensorView &values, Stream &stream) override {
+    host_fallback("max_pool2d", stream);
+    cpu_backend()->max_pool2d(op, p, a, indices, values, cpu_stream());
+  }
+
+private:
+  PerDevice &at(int index) {
+    if (index < 0 || index >= device_count())
+      throw std::out_of_range("cuda backend: device index " + std::to_string(index) + " out of range (" +
+                              std::to_string(device_count()) + " devices)");
+    return devices_[static_cast<size_t>(index)];
+  }
+  static int cuda_index(Device a, Device b) { return a.is_cuda() ? a.index : b.index; }
+  static Stream &cpu_stream() { return cpu_backend()->default_stream(0); }
+  /// On a host-accessible device (the simulator) work without a CUDA kernel
+  /// yet runs on the CPU once `stream`'s earlier work is done; on a GPU it
+  /// is an error naming the operation.
+  void host_fallback(const char *what, Stream &stream) {
+    if (!host_accessible_)
+      throw std::runtime_error(std::string("cuda backend: ") + what +
+                               " has no CUDA implementation yet on a real GPU; use the CPU or KILN_CUDA_SIM=1");
+    stream.synchronize();
+  }
+
+  std::vector<PerDevice> devices_;
+  std::unique_ptr<CachingHostAllocator> host_allocator_;
+  bool host_accessible_ = false;
+};
+
+} // namespace
+
+std::shared_ptr<DeviceBackend> make_cuda_backend(std::vector<std::shared_ptr<DeviceApi>> devices) {
+  return std::make_shared<CudaBackend>(std::move(devices));
+}
+
+DeviceApi *device_api(int index) {
+  auto *b = dynamic_cast<CudaBackend *>(find_backend(DeviceType::CUDA));
+  return b && index >= 0 && index < b->device_count() ? &b->api(index) : nullptr;
+}
+
+CachingHostAllocator *pinned_allocator() {
+  auto *b = dynamic_cast<CudaBackend *>(find_backend(DeviceType::CUDA));
+  return b ? &b->host_allocator() : nullptr;
+}
+
+StreamHandle stream_handle(Stream &stream) {
+  auto *s = dynamic_cast<CudaStream *>(&stream);
+  if (!s)
+    throw std::invalid_argument("cuda backend: expected a CUDA stream, got a stream of " + stream.device().str());
+  return s->handle();
+}
+
+} // namespace kiln::runtime::cuda
