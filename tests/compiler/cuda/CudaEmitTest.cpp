@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -253,4 +256,24 @@ TEST(CudaNvrtc, EveryKernelCompilesWithoutSpills) {
   }
 }
 
+} // namespace
+
+namespace {
+// KILN_PRINT_CUDA=1 prints every kernel of this file (to read the emitter's output).
+TEST(CudaEmit, PrintKernelsWhenAsked) {
+  if (!std::getenv("KILN_PRINT_CUDA"))
+    GTEST_SKIP() << "skipped: set KILN_PRINT_CUDA=1 to print the kernels";
+  for (const char *text : kAllKernels) {
+    auto f = fuse(text);
+    ASSERT_TRUE(f);
+    for (kiln::ir::FusionOp fusion : f->fusions) {
+      std::string error;
+      auto k = kiln::codegen::cuda::emitCudaKernel(fusion, nullptr, "", &error);
+      ASSERT_TRUE(mlir::succeeded(k)) << error;
+      std::printf("// kind %s, block %lld, grid %lld\n%s\n", kiln::codegen::cuda::kindName(k->launch.kind),
+                  static_cast<long long>(k->launch.block_threads), static_cast<long long>(k->launch.gridBlocks({})),
+                  k->source.c_str());
+    }
+  }
+}
 } // namespace
