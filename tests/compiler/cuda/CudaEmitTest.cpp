@@ -4,6 +4,7 @@
 // Host runs of kernels and of the prelude: CudaHostRunTest.cpp.
 #include "EmitCuda.h"
 #include "FuseForTests.h"
+#include "GeneralizeKernel.h"
 #include "NvrtcForTests.h"
 
 #include <gtest/gtest.h>
@@ -256,6 +257,31 @@ TEST(CudaNvrtc, EveryKernelCompilesWithoutSpills) {
   }
 }
 
+
+// Row-split generalization (dim 0 a size parameter): 64-bit index math, the
+// size after the pointers, the grid from the size; NVRTC compiles them.
+TEST(CudaNvrtc, ShapeGenericKernelsCompile) {
+  kiln::test::NvrtcForTests *nvrtc = kiln::test::NvrtcForTests::get();
+  for (const char *text : {kAddExp, kSoftmax, kLayerNormBf16, kBf16Chain}) {
+    auto f = fuse(text);
+    ASSERT_TRUE(f);
+    kiln::ir::FusionOp fusion = f->fusions[0];
+    ASSERT_TRUE(kiln::codegen::isRowSplittable(fusion)) << text;
+    kiln::codegen::KernelGeneralization generic = kiln::codegen::rowSplitGeneralization(fusion);
+    std::string error;
+    auto k = kiln::codegen::cuda::emitCudaKernel(fusion, &generic, "generic", &error);
+    ASSERT_TRUE(mlir::succeeded(k)) << error;
+    EXPECT_EQ(k->params.back().name, "size0") << k->source;
+    EXPECT_EQ(k->params.back().role, kiln::codegen::cuda::KernelParam::Role::Size);
+    EXPECT_NE(k->source.find("long long"), std::string::npos);
+    EXPECT_EQ(k->launch.work_classes, std::vector<int>{0});
+    if (!nvrtc)
+      continue;
+    kiln::test::NvrtcResult r = nvrtc->compile(kiln::codegen::cuda::cudaPrelude() + k->source, "generic.cu");
+    EXPECT_TRUE(r.ok) << r.log << "\n" << k->source;
+    EXPECT_EQ(r.spill_bytes, 0) << r.log;
+  }
+}
 } // namespace
 
 namespace {
