@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <numeric>
@@ -202,6 +203,61 @@ TEST(CudaSim, SameSeedSameInterleaving) {
   std::vector<int> sorted = first;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(sorted, identity) << "each thread got one ticket";
+}
+
+const char *kPreludeNames = R"(
+extern "C" __global__ void prelude_names(const float *x, float *out, int *ints, unsigned long long *wide,
+                                         float *fsum) {
+  const int t = threadIdx.x;
+  const float v = x[t];
+  out[t * 8 + 0] = expf(v) - __expf(v);
+  out[t * 8 + 1] = rsqrtf(v * v + 1.0f) * sqrtf(v * v + 1.0f);
+  out[t * 8 + 2] = tanhf(v) + erff(v) - fminf(v, 0.5f) + max(v, 0.25f);
+  out[t * 8 + 3] = isnan(logf(-1.0f - v * v)) ? 1.0f : 0.0f;
+  out[t * 8 + 4] = __int_as_float(__float_as_int(v)) - v + (float)__popc(0xf0u) + (float)min(t, 3);
+  out[t * 8 + 5] = __fdividef(v, 2.0f) + fmaf(v, v, 1.0f) + __saturatef(v);
+  out[t * 8 + 6] = (float)__clz(1) + powf(2.0f, 3.0f) + floorf(v) + ceilf(v);
+  out[t * 8 + 7] = copysignf(1.0f, -v) + fabsf(-v);
+  atomicMax(&ints[0], t);
+  atomicMin(&ints[1], -t);
+  atomicCAS(&ints[2], 0, 7);
+  atomicExch(&ints[3], 5);
+  atomicOr(&ints[4], 1 << (t % 8));
+  atomicAdd(&wide[0], 1ull << 33);
+  atomicAdd(fsum, 0.5f);
+  __syncwarp();
+}
+)";
+
+TEST(CudaSim, PreludeMathIntrinsicsAndAtomics) {
+  DeviceArray<float> x(32), out(32 * 8), fsum(1);
+  DeviceArray<int> ints(5);
+  DeviceArray<unsigned long long> wide(1);
+  for (int i = 0; i < 32; ++i) x[i] = 0.125f * float(i);
+  float *xp = x.data(), *op = out.data(), *fp = fsum.data();
+  int *ip = ints.data();
+  unsigned long long *wp = wide.data();
+  void *args[] = {&xp, &op, &ip, &wp, &fp};
+  launch(kernel_from(kPreludeNames, "prelude_names"), {1}, {32}, 0, args);
+  for (int t = 0; t < 32; ++t) {
+    const float v = x[t];
+    const float *o = &out[size_t(t) * 8];
+    EXPECT_EQ(o[0], 0.0f) << "__expf is expf here";
+    EXPECT_NEAR(o[1], 1.0f, 1e-6f);
+    EXPECT_NEAR(o[2], std::tanh(v) + std::erf(v) - std::fmin(v, 0.5f) + std::fmax(v, 0.25f), 1e-6f);
+    EXPECT_EQ(o[3], 1.0f);
+    EXPECT_EQ(o[4], 4.0f + float(std::min(t, 3)));
+    EXPECT_NEAR(o[5], v / 2 + (v * v + 1) + std::min(std::max(v, 0.0f), 1.0f), 1e-6f);
+    EXPECT_EQ(o[6], 31.0f + 8.0f + std::floor(v) + std::ceil(v));
+    EXPECT_EQ(o[7], -1.0f + v) << "copysignf(1, -0) is -1 too";
+  }
+  EXPECT_EQ(ints[0], 31);
+  EXPECT_EQ(ints[1], -31);
+  EXPECT_EQ(ints[2], 7);
+  EXPECT_EQ(ints[3], 5);
+  EXPECT_EQ(ints[4], 0xff);
+  EXPECT_EQ(wide[0], 32ull << 33);
+  EXPECT_EQ(fsum[0], 16.0f);
 }
 
 /// Sets KILN_CACHE_DIR to a fresh directory for the test's lifetime.

@@ -10,8 +10,8 @@ namespace {
 /// Standard headers first: the CUDA keyword macros below (__noinline__ in
 /// particular) would break libstdc++'s own attribute spellings.
 constexpr const char *kHeaders = R"PRE(// kiln cuda-sim prelude (generated; do not edit)
-#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <type_traits>
 #include <utility>
@@ -45,7 +45,7 @@ constexpr int warpSize = 32;
 #define gridDim (kiln_sim_api.current()->grid_dim)
 
 #define __syncthreads() kiln_sim_api.barrier(__LINE__)
-#define __syncwarp(...) kiln_sim_syncwarp(__LINE__, ##__VA_ARGS__)
+#define __syncwarp kiln_sim_syncwarp
 #define __shfl_sync(...) kiln_sim_shuffle(KILN_SIM_SHFL_IDX, __LINE__, __VA_ARGS__)
 #define __shfl_up_sync(...) kiln_sim_shuffle(KILN_SIM_SHFL_UP, __LINE__, __VA_ARGS__)
 #define __shfl_down_sync(...) kiln_sim_shuffle(KILN_SIM_SHFL_DOWN, __LINE__, __VA_ARGS__)
@@ -74,7 +74,8 @@ static inline unsigned kiln_sim_ballot(int line, unsigned mask, int pred) {
   kiln_sim_api.warp_op(&op);
   return (unsigned)op.result;
 }
-static inline void kiln_sim_syncwarp(int line, unsigned mask = 0xffffffffu) {
+// __builtin_LINE() as a default argument is the caller's line.
+static inline void kiln_sim_syncwarp(unsigned mask = 0xffffffffu, int line = __builtin_LINE()) {
   KilnSimWarpOp op = {KILN_SIM_SYNCWARP, line, mask, 0, 32, 0ull, 0ull};
   kiln_sim_api.warp_op(&op);
 }
@@ -136,6 +137,43 @@ KILN_SIM_ATOMIC_CAS_LOOP(atomicExch, float, (v))
 
 /// CUDA's device math names that the C library lacks, and the intrinsics.
 constexpr const char *kMath = R"PRE(
+// The C library's math functions, declared here: <math.h> in C++ pulls in
+// <cmath>, which costs ~0.3 s of every kernel's compile.
+extern "C" {
+#define KILN_SIM_MATH1(name) float name##f(float) noexcept; double name(double) noexcept;
+#define KILN_SIM_MATH2(name) float name##f(float, float) noexcept; double name(double, double) noexcept;
+KILN_SIM_MATH1(exp) KILN_SIM_MATH1(exp2) KILN_SIM_MATH1(exp10) KILN_SIM_MATH1(expm1)
+KILN_SIM_MATH1(log) KILN_SIM_MATH1(log2) KILN_SIM_MATH1(log10) KILN_SIM_MATH1(log1p)
+KILN_SIM_MATH1(sqrt) KILN_SIM_MATH1(cbrt) KILN_SIM_MATH1(sin) KILN_SIM_MATH1(cos) KILN_SIM_MATH1(tan)
+KILN_SIM_MATH1(asin) KILN_SIM_MATH1(acos) KILN_SIM_MATH1(atan) KILN_SIM_MATH1(sinh) KILN_SIM_MATH1(cosh)
+KILN_SIM_MATH1(tanh) KILN_SIM_MATH1(asinh) KILN_SIM_MATH1(acosh) KILN_SIM_MATH1(atanh)
+KILN_SIM_MATH1(erf) KILN_SIM_MATH1(erfc) KILN_SIM_MATH1(lgamma) KILN_SIM_MATH1(tgamma)
+KILN_SIM_MATH1(fabs) KILN_SIM_MATH1(floor) KILN_SIM_MATH1(ceil) KILN_SIM_MATH1(trunc)
+KILN_SIM_MATH1(round) KILN_SIM_MATH1(rint) KILN_SIM_MATH1(nearbyint)
+KILN_SIM_MATH2(pow) KILN_SIM_MATH2(atan2) KILN_SIM_MATH2(fmod) KILN_SIM_MATH2(fmax) KILN_SIM_MATH2(fmin)
+KILN_SIM_MATH2(hypot) KILN_SIM_MATH2(copysign) KILN_SIM_MATH2(remainder) KILN_SIM_MATH2(fdim)
+float fmaf(float, float, float) noexcept;
+double fma(double, double, double) noexcept;
+float ldexpf(float, int) noexcept;
+double ldexp(double, int) noexcept;
+float frexpf(float, int *) noexcept;
+double frexp(double, int *) noexcept;
+long lrintf(float) noexcept;
+long lroundf(float) noexcept;
+void sincosf(float, float *, float *) noexcept;
+void sincos(double, double *, double *) noexcept;
+}
+#define KILN_SIM_CLASSIFY(name, builtin)                                  \
+  static inline bool name(float x) { return builtin(x); }                 \
+  static inline bool name(double x) { return builtin(x); }
+KILN_SIM_CLASSIFY(isnan, __builtin_isnan)
+KILN_SIM_CLASSIFY(isinf, __builtin_isinf)
+KILN_SIM_CLASSIFY(isfinite, __builtin_isfinite)
+KILN_SIM_CLASSIFY(signbit, __builtin_signbit)
+#ifndef INFINITY
+#define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
+#endif
 // glibc declares __expf and friends itself (_GNU_SOURCE): map CUDA's fast
 // intrinsics to the accurate functions by name.
 #define __expf expf
@@ -247,7 +285,6 @@ void __ubsan_handle_missing_return(void *d) { kiln_sim_ub("missing return", d, "
 
 std::string prelude_text() {
   std::string text = kHeaders;
-  text += "#include <stdio.h>\n";
   text += KILN_SIM_STRINGIFY(KILN_SIM_API_TYPES);
   text += "\n";
   text += kCore;
