@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include <sys/mman.h>
+
 namespace kiln::runtime::sim::test {
 namespace {
 
@@ -120,6 +122,20 @@ extern "C" __global__ void store_at(float *out, int at) { out[at + threadIdx.x] 
     launch(k, {1}, {64}, 0, good_args);
   }
   for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], 2.0f);
+}
+
+TEST(CudaSimStrict, FaultOutsideAKernelStillCrashesTheProcess) {
+  // The simulator's handlers catch faults on its fibers only; any other
+  // fault gets the handler that was there before (here: the default).
+  HostKernel k = kernel_from("extern \"C\" __global__ void nothing() {}", "nothing");
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe"; // the pool's threads do not survive fork()
+  launch(k, {1}, {1}, 0, nullptr);                         // installs the handlers
+  EXPECT_DEATH(
+      {
+        void *page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        *static_cast<volatile int *>(page) = 1;
+      },
+      "");
 }
 
 TEST(CudaSimStrict, SharedArrayIndexOutOfBoundsIsCaughtByUbsan) {

@@ -164,9 +164,12 @@ void BlockRunner::make_ready(SimThread &t) {
   ready_.push_back(t.linear);
 }
 
-void BlockRunner::fail_for(uint32_t thread, const std::string &problem) {
-  if (!failure_) failure_ = Failure{thread, problem};
-  switch_to_scheduler(/*finished=*/true); // the scheduler abandons the block
+void BlockRunner::fail_for(uint32_t thread, std::string problem) {
+  if (!failure_) failure_ = Failure{thread, std::move(problem)};
+}
+
+void BlockRunner::abandon() {
+  switch_to_scheduler(/*finished=*/true); // the scheduler sees failure_ and abandons the block
   __builtin_trap();
 }
 
@@ -181,10 +184,12 @@ void BlockRunner::release_stacks() {
 
 void BlockRunner::atomic_point() {
   if (next_random() % kAtomicSwitchOdds != 0) return;
-  if (++spins_ > spec_->config.spin_limit)
+  if (++spins_ > spec_->config.spin_limit) {
     fail("no progress: " + std::to_string(spec_->config.spin_limit) +
          " switches at atomics without any thread starting, exiting or passing a barrier or warp operation "
          "(a spin-wait on a value no thread writes?)");
+    abandon();
+  }
   make_ready(*current_);
   switch_to_scheduler();
 }
@@ -197,21 +202,24 @@ void BlockRunner::barrier(int line) {
   t.barrier_line = line;
   // A barrier completes when every thread of the block is at one: a thread
   // that exited never arrives, which the blocked analysis reports.
-  if (++at_barrier_ == threads_.size()) release_barrier();
+  if (++at_barrier_ == threads_.size() && !release_barrier()) abandon();
   switch_to_scheduler();
 }
 
-void BlockRunner::release_barrier() {
+bool BlockRunner::release_barrier() {
   const int line = threads_[0].barrier_line;
   for (const SimThread &other : threads_)
-    if (other.barrier_line != line)
+    if (other.barrier_line != line) {
       fail_for(other.linear, "waits at the __syncthreads on line " + std::to_string(other.barrier_line) +
                                  " while thread " + to_string(thread_coordinates(0, spec_->block)) +
                                  " waits at the one on line " + std::to_string(line) +
                                  " (every thread must reach the same barrier)");
+      return false;
+    }
   for (SimThread &other : threads_) make_ready(other);
   at_barrier_ = 0;
   progress();
+  return true;
 }
 
 unsigned BlockRunner::activemask() const {

@@ -69,7 +69,15 @@ public:
   unsigned activemask() const;
   void atomic_point();
   unsigned char *dynamic_smem() const { return smem_base_; }
-  [[noreturn]] void fail(const std::string &problem) { fail_for(current_->linear, problem); }
+  /// Records the current thread's failure (the first one of the block
+  /// wins). The caller then returns to its API entry, which calls
+  /// abandon() with no heap-owning objects left on the fiber's stack: an
+  /// abandoned fiber never unwinds, so anything still alive there leaks.
+  void fail(std::string problem) { fail_for(current_->linear, std::move(problem)); }
+  void fail_for(uint32_t thread, std::string problem);
+  bool failed() const { return failure_.has_value(); }
+  /// Leaves the current fiber for good; the scheduler abandons the block.
+  [[noreturn]] void abandon();
 
   // For the signal handler.
   bool in_fiber() const { return in_fiber_; }
@@ -89,11 +97,11 @@ private:
   void make_ready(SimThread &t);
   void progress() { spins_ = 0; }
   uint64_t next_random();
-  [[noreturn]] void fail_for(uint32_t thread, const std::string &problem);
-  void check_warp_op(const KilnSimWarpOp &op);
-  void try_complete_warp_op(const KilnSimWarpOp &op, uint32_t warp_base);
-  void deliver_shuffle(uint32_t warp_base, unsigned mask);
-  void release_barrier();
+  // These record a failure and return false; their caller abandons.
+  bool check_warp_op(const KilnSimWarpOp &op);
+  bool try_complete_warp_op(const KilnSimWarpOp &op, uint32_t warp_base);
+  bool deliver_shuffle(uint32_t warp_base, unsigned mask);
+  bool release_barrier();
   Failure analyze_blocked() const;
   std::optional<Failure> warp_op_blocked(const SimThread &t) const;
   std::string describe_wait(const SimThread &t) const;

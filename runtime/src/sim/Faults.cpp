@@ -30,6 +30,15 @@ struct sigaction previous_actions[kSignalCount];
 constexpr unsigned long kPageFaultWriteBit = 2;
 
 void chain_to_previous(int sig, siginfo_t *info, void *context) {
+  // A fault this thread already passed on came back (the previous handler
+  // returned, or reinstalled ours): take the default action.
+  static thread_local bool chained = false;
+  if (chained) {
+    signal(sig, SIG_DFL);
+    if (info->si_code <= 0) raise(sig);
+    return;
+  }
+  chained = true;
   for (int i = 0; i < kSignalCount; ++i) {
     if (kCaughtSignals[i] != sig) continue;
     const struct sigaction &old = previous_actions[i];
@@ -41,8 +50,10 @@ void chain_to_previous(int sig, siginfo_t *info, void *context) {
       old.sa_handler(sig);
       return;
     }
-    // The default action: restore it and return, so the access faults again.
+    // The default action: restore it and return, so the access faults
+    // again; a sent signal (no faulting instruction) is sent again.
     sigaction(sig, &old, nullptr);
+    if (info->si_code <= 0) raise(sig);
     return;
   }
 }
@@ -91,15 +102,21 @@ std::string where(uintptr_t pc) {
 } // namespace
 
 void install_fault_handlers() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+  // Checked at every launch: a library that installed its own handler after
+  // ours (LLVM's crash handlers, a test framework) is chained, not lost.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int i = 0; i < kSignalCount; ++i) {
+    struct sigaction current;
+    if (sigaction(kCaughtSignals[i], nullptr, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &on_fault) continue;
     struct sigaction action;
     std::memset(&action, 0, sizeof action);
     action.sa_sigaction = &on_fault;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
-    for (int i = 0; i < kSignalCount; ++i) sigaction(kCaughtSignals[i], &action, &previous_actions[i]);
-  });
+    sigaction(kCaughtSignals[i], &action, &previous_actions[i]);
+  }
 }
 
 AltSignalStack::AltSignalStack() : memory_(new char[kBytes]) {

@@ -3,8 +3,9 @@
 
 namespace kiln::runtime::sim::detail {
 
-/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handlers once per process;
-/// faults off the simulator's fibers go to the handlers found before.
+/// Installs the SIGSEGV/SIGBUS/SIGFPE/SIGILL handlers where they are not
+/// installed (called at every launch); faults off the simulator's fibers go
+/// to the handlers found before.
 void install_fault_handlers();
 
 /// An alternate signal stack for the calling OS thread (the handler must

@@ -9,6 +9,7 @@
 #include <new>
 
 #if defined(KILN_SIM_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -103,6 +104,11 @@ FiberStack *StackPool::take() {
   }
   FiberStack *s = free_.back();
   free_.pop_back();
+#if defined(KILN_SIM_ASAN)
+  // The last fiber on it may have been abandoned mid-call (a failure) or
+  // died inside the switch: its frames' redzones are still poisoned.
+  __asan_unpoison_memory_region(s->bottom, s->bytes);
+#endif
   return s;
 }
 

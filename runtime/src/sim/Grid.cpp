@@ -41,20 +41,27 @@ void api_warp_op(KilnSimWarpOp *op) { runner().warp_op(op); }
 unsigned api_activemask() { return runner().activemask(); }
 void api_atomic_point() { runner().atomic_point(); }
 unsigned char *api_dynamic_smem() { return runner().dynamic_smem(); }
+// Both build their message in an inner scope: abandon() never returns, so
+// nothing that owns heap memory may be alive on the fiber when it runs.
 void api_undefined_behaviour(const char *check, const char *file, unsigned line, unsigned column,
                              const char *detail) {
-  std::string problem = std::string("undefined behaviour (UBSan): ") + check;
-  if (detail && *detail) problem += ": " + std::string(detail);
-  problem += " at " + std::string(file ? file : "?") + ":" + std::to_string(line) + ":" + std::to_string(column);
-  runner().fail(problem);
+  {
+    std::string problem = std::string("undefined behaviour (UBSan): ") + check;
+    if (detail && *detail) problem += ": " + std::string(detail);
+    problem += " at " + std::string(file ? file : "?") + ":" + std::to_string(line) + ":" + std::to_string(column);
+    runner().fail(std::move(problem));
+  }
+  runner().abandon();
 }
-void api_trap(const char *what) { runner().fail(std::string(what) + " was called"); }
+void api_trap(const char *what) {
+  runner().fail(std::string(what) + " was called");
+  runner().abandon();
+}
 
 /// The OS threads that run blocks; one launch at a time.
 class Pool {
 public:
   explicit Pool(unsigned threads) {
-    install_fault_handlers();
     for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~Pool() {
@@ -154,7 +161,17 @@ struct Simulator {
 };
 
 Simulator &simulator() {
-  static Simulator *s = new Simulator; // workers may outlive static destruction order
+  // Never destroyed (kernels may run during static destruction); the
+  // workers are joined at exit, so LeakSanitizer's exit scan sees no thread
+  // that has switched stacks.
+  static Simulator *s = [] {
+    auto *made = new Simulator;
+    std::atexit([] {
+      std::lock_guard<std::mutex> lock(simulator().mutex);
+      simulator().pool.reset();
+    });
+    return made;
+  }();
   return *s;
 }
 
@@ -217,6 +234,7 @@ void launch(const HostKernel &kernel, Dim3 grid, Dim3 block, size_t dynamic_shar
   detail::check_launch(kernel, grid, block, dynamic_shared_bytes);
   detail::Simulator &s = detail::simulator();
   std::lock_guard<std::mutex> lock(s.mutex);
+  detail::install_fault_handlers();
   detail::LaunchSpec spec{kernel, grid, block, dynamic_shared_bytes, args, s.config};
   auto failure = s.ensure_pool().run(spec);
   if (!failure) return;

@@ -61,41 +61,50 @@ uint32_t shuffle_source(const KilnSimWarpOp &op, uint32_t lane) {
 
 } // namespace
 
-void BlockRunner::check_warp_op(const KilnSimWarpOp &op) {
+bool BlockRunner::check_warp_op(const KilnSimWarpOp &op) {
   const uint32_t lane = current_->linear % kWarpSize;
   const uint32_t base = current_->linear - lane;
   const std::string call = call_text(op);
-  if (!(op.mask >> lane & 1u))
+  if (!(op.mask >> lane & 1u)) {
     fail(call + ": the calling lane " + std::to_string(lane) + " is not in its mask " + hex_mask(op.mask));
+    return false;
+  }
   for (uint32_t l = 0; l < kWarpSize; ++l)
-    if ((op.mask >> l & 1u) && base + l >= threads_.size())
+    if ((op.mask >> l & 1u) && base + l >= threads_.size()) {
       fail(call + ": mask " + hex_mask(op.mask) + " names lane " + std::to_string(l) +
-                   ", which does not exist (the block has " + std::to_string(threads_.size()) + " threads)");
+           ", which does not exist (the block has " + std::to_string(threads_.size()) + " threads)");
+      return false;
+    }
   const bool power_of_two = op.width > 0 && (op.width & (op.width - 1)) == 0;
-  if (is_shuffle(op.kind) && (!power_of_two || op.width > int(kWarpSize)))
+  if (is_shuffle(op.kind) && (!power_of_two || op.width > int(kWarpSize))) {
     fail(call + ": width " + std::to_string(op.width) + " is not a power of two in [1, 32]");
+    return false;
+  }
+  return true;
 }
 
 void BlockRunner::warp_op(KilnSimWarpOp *op) {
-  check_warp_op(*op);
+  if (!check_warp_op(*op)) abandon();
   SimThread &t = *current_;
   t.state = ThreadState::AtWarpOp;
   t.op = op;
-  try_complete_warp_op(*op, t.linear / kWarpSize * kWarpSize);
+  if (!try_complete_warp_op(*op, t.linear / kWarpSize * kWarpSize)) abandon();
   switch_to_scheduler();
 }
 
-void BlockRunner::try_complete_warp_op(const KilnSimWarpOp &op, uint32_t base) {
+bool BlockRunner::try_complete_warp_op(const KilnSimWarpOp &op, uint32_t base) {
   for (uint32_t l = 0; l < kWarpSize; ++l) {
     if (!(op.mask >> l & 1u)) continue;
     const SimThread &other = threads_[base + l];
-    if (other.state != ThreadState::AtWarpOp || !same_call(*other.op, op)) return; // not there yet
-    if (other.op->mask != op.mask || other.op->width != op.width)
-      fail(call_text(op) + ": lanes disagree: mask " + hex_mask(op.mask) + " width " +
-                   std::to_string(op.width) + " here, mask " + hex_mask(other.op->mask) + " width " +
-                   std::to_string(other.op->width) + " on lane " + std::to_string(l));
+    if (other.state != ThreadState::AtWarpOp || !same_call(*other.op, op)) return true; // not there yet
+    if (other.op->mask != op.mask || other.op->width != op.width) {
+      fail(call_text(op) + ": lanes disagree: mask " + hex_mask(op.mask) + " width " + std::to_string(op.width) +
+           " here, mask " + hex_mask(other.op->mask) + " width " + std::to_string(other.op->width) + " on lane " +
+           std::to_string(l));
+      return false;
+    }
   }
-  if (is_shuffle(op.kind)) deliver_shuffle(base, op.mask);
+  if (is_shuffle(op.kind) && !deliver_shuffle(base, op.mask)) return false;
   unsigned ballot = 0;
   for (uint32_t l = 0; l < kWarpSize; ++l)
     if ((op.mask >> l & 1u) && threads_[base + l].op->value != 0) ballot |= 1u << l;
@@ -107,20 +116,24 @@ void BlockRunner::try_complete_warp_op(const KilnSimWarpOp &op, uint32_t base) {
     make_ready(other);
   }
   progress();
+  return true;
 }
 
-void BlockRunner::deliver_shuffle(uint32_t base, unsigned mask) {
+bool BlockRunner::deliver_shuffle(uint32_t base, unsigned mask) {
   // Read every source before writing any result (the values are the lanes'
   // operands; results go to separate fields, so order does not matter).
   for (uint32_t l = 0; l < kWarpSize; ++l) {
     if (!(mask >> l & 1u)) continue;
     KilnSimWarpOp &op = *threads_[base + l].op;
     const uint32_t source = shuffle_source(op, l);
-    if (!(mask >> source & 1u))
+    if (!(mask >> source & 1u)) {
       fail_for(base + l, call_text(op) + ": lane " + std::to_string(l) + " reads lane " + std::to_string(source) +
                              ", which is not in the mask " + hex_mask(mask));
+      return false;
+    }
     op.result = threads_[base + source].op->value;
   }
+  return true;
 }
 
 // ---- all live threads blocked ----------------------------------------------
