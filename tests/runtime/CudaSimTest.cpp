@@ -12,6 +12,7 @@
 #include <iostream>
 #include <numeric>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 
 namespace kiln::runtime::sim::test {
@@ -56,17 +57,20 @@ extern "C" __global__ void block_sum(const float *__restrict__ in, float *__rest
 )";
 
 TEST(CudaSim, BlockReductionWithSharedMemoryAndShuffles) {
-  const int n = 1000, threads = 256, blocks = (n + threads - 1) / threads;
-  DeviceArray<float> in(n, "in"), out(blocks, "out");
-  for (int i = 0; i < n; ++i) in[i] = float(i);
-  float *ip = in.data(), *op = out.data();
-  int count = n;
-  void *args[] = {&ip, &op, &count};
-  launch(kernel_from(kBlockSum, "block_sum"), {uint32_t(blocks)}, {uint32_t(threads)}, 0, args);
-  for (int b = 0; b < blocks; ++b) {
-    // sum of i for i in [lo, hi): (lo + hi - 1) * (hi - lo) / 2, exact in float here.
-    long lo = long(b) * threads, hi = std::min<long>(n, lo + threads);
-    EXPECT_EQ(out[b], float((lo + hi - 1) * (hi - lo) / 2)) << "block " << b;
+  const int n = 3000;
+  for (int threads : {256, 1024}) { // 1024: every thread of a full block alive at the barrier
+    const int blocks = (n + threads - 1) / threads;
+    DeviceArray<float> in(n, "in"), out(blocks, "out");
+    for (int i = 0; i < n; ++i) in[i] = float(i);
+    float *ip = in.data(), *op = out.data();
+    int count = n;
+    void *args[] = {&ip, &op, &count};
+    launch(kernel_from(kBlockSum, "block_sum"), {uint32_t(blocks)}, {uint32_t(threads)}, 0, args);
+    for (int b = 0; b < blocks; ++b) {
+      // sum of i for i in [lo, hi): (lo + hi - 1) * (hi - lo) / 2, exact in float (< 2^24).
+      long lo = long(b) * threads, hi = std::min<long>(n, lo + threads);
+      EXPECT_EQ(out[b], float((lo + hi - 1) * (hi - lo) / 2)) << threads << " threads, block " << b;
+    }
   }
 }
 
@@ -302,6 +306,21 @@ TEST(CudaSimCache, SecondLoadDoesNotRunTheCompiler) {
   EXPECT_EQ(from_disk->key(), first->key());
 }
 
+TEST(CudaSimCache, DisabledCacheCompilesInATemporaryDirectory) {
+  setenv("KILN_DISABLE_CACHE", "1", 1);
+  const std::string source = std::string(kPointwise) + "// no disk cache\n";
+  const uint64_t before = compile_stats().compiler_invocations;
+  HostKernel k = kernel_from(source, "axpb");
+  unsetenv("KILN_DISABLE_CACHE");
+  EXPECT_EQ(compile_stats().compiler_invocations, before + 1);
+  DeviceArray<float> x(4), y(4);
+  float *xp = x.data(), *yp = y.data(), a = 1.0f, b = 2.0f;
+  int n = 4;
+  void *args[] = {&xp, &yp, &a, &b, &n};
+  launch(k, {1}, {4}, 0, args); // still loaded after its files were removed
+  EXPECT_EQ(y[3], 2.0f);
+}
+
 TEST(CudaSimCache, CompilerErrorsNameTheKernel) {
   const char *bad = R"(
 extern "C" __global__ void broken_kernel(float *x) { x[0] = undefined_name; }
@@ -314,6 +333,12 @@ extern "C" __global__ void broken_kernel(float *x) { x[0] = undefined_name; }
     EXPECT_NE(std::string(e.what()).find("undefined_name"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_module("int not_a_kernel;"), CompileError);
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 TEST(CudaSimMeasure, CompileLoadAndPointwiseThroughput) {
@@ -336,13 +361,15 @@ TEST(CudaSimMeasure, CompileLoadAndPointwiseThroughput) {
   HostKernel k = module->kernel("axpb");
   launch(k, {n / 256}, {256}, 0, args); // warm the pool and stacks
   auto t3 = clock::now();
+  const double cpu_before = process_cpu_seconds();
   launch(k, {n / 256}, {256}, 0, args);
+  const double cpu = process_cpu_seconds() - cpu_before; // all OS threads; less sensitive to a busy machine
   auto t4 = clock::now();
   std::chrono::duration<double> compile = t1 - t0, cached = t2 - t1, run = t4 - t3;
   std::cout << "cuda-sim: host compile " << compile.count() * 1e3 << " ms, cached load " << cached.count() * 1e3
             << " ms, pointwise 1M elements " << run.count() * 1e3 << " ms (" << n / run.count() / 1e6
             << " M elements/s on " << (config().threads ? config().threads : std::thread::hardware_concurrency())
-            << " OS threads)\n";
+            << " OS threads; " << n / cpu / 1e6 << " M elements per CPU second)\n";
   EXPECT_EQ(y[n - 1], 3.0f * 0.0f - 1.0f);
 }
 
