@@ -264,7 +264,8 @@ TEST(CudaSim, PreludeMathIntrinsicsAndAtomics) {
   EXPECT_EQ(fsum[0], 16.0f);
 }
 
-/// Sets KILN_CACHE_DIR to a fresh directory for the test's lifetime.
+/// Sets KILN_CACHE_DIR to a fresh directory for the test's lifetime and
+/// empties the in-memory cache.
 class FreshCacheDir {
 public:
   FreshCacheDir() {
@@ -274,6 +275,7 @@ public:
     had_old_ = old != nullptr;
     if (old) old_ = old;
     setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
+    clear_memory_cache(); // so a repeated test compiles again
   }
   ~FreshCacheDir() {
     if (had_old_)
@@ -308,6 +310,7 @@ TEST(CudaSimCache, SecondLoadDoesNotRunTheCompiler) {
 
 TEST(CudaSimCache, DisabledCacheCompilesInATemporaryDirectory) {
   setenv("KILN_DISABLE_CACHE", "1", 1);
+  clear_memory_cache();
   const std::string source = std::string(kPointwise) + "// no disk cache\n";
   const uint64_t before = compile_stats().compiler_invocations;
   HostKernel k = kernel_from(source, "axpb");
@@ -319,6 +322,22 @@ TEST(CudaSimCache, DisabledCacheCompilesInATemporaryDirectory) {
   void *args[] = {&xp, &yp, &a, &b, &n};
   launch(k, {1}, {4}, 0, args); // still loaded after its files were removed
   EXPECT_EQ(y[3], 2.0f);
+}
+
+TEST(CudaSimCache, ThreadsCompileDifferentKernelsAtOnceAndShareOne) {
+  FreshCacheDir cache;
+  const uint64_t before = compile_stats().compiler_invocations;
+  std::vector<std::shared_ptr<const HostModule>> modules(4);
+  const int variant[4] = {0, 0, 2, 3}; // threads 0 and 1 ask for the same source: one compile serves both
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      modules[size_t(i)] = load_module(std::string(kPointwise) + "// variant " + std::to_string(variant[i]) + "\n");
+    });
+  for (std::thread &t : threads) t.join();
+  EXPECT_EQ(modules[0].get(), modules[1].get());
+  EXPECT_NE(modules[2].get(), modules[3].get());
+  EXPECT_EQ(compile_stats().compiler_invocations, before + 3);
 }
 
 TEST(CudaSimCache, CompilerErrorsNameTheKernel) {

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -45,9 +46,12 @@ Counters &counters() {
   return c;
 }
 
+/// Per key, the module or the compile in flight: several threads compile
+/// different kernels at once; a second request for a key waits for the
+/// first one's compile.
 struct MemoryCache {
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<const HostModule>> by_key;
+  std::map<std::string, std::shared_future<std::shared_ptr<const HostModule>>> by_key;
 };
 MemoryCache &memory_cache() {
   static MemoryCache *c = new MemoryCache; // modules live as long as the process
@@ -351,14 +355,28 @@ std::shared_ptr<const HostModule> load_module(const std::string &source) {
   const std::string text = detail::rewrite_for_host(source, names);
   const std::string key = cache_key(prelude, text);
   MemoryCache &cache = memory_cache();
-  std::lock_guard<std::mutex> lock(cache.mutex); // one compile of a key at a time
-  if (auto it = cache.by_key.find(key); it != cache.by_key.end()) {
-    counters().memory_hits++;
-    return it->second;
+  std::promise<std::shared_ptr<const HostModule>> promise;
+  std::shared_future<std::shared_ptr<const HostModule>> pending;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (auto it = cache.by_key.find(key); it != cache.by_key.end()) {
+      counters().memory_hits++;
+      pending = it->second;
+    } else {
+      cache.by_key[key] = promise.get_future().share();
+    }
   }
-  auto module = compile_and_open(key, prelude, text, names);
-  cache.by_key[key] = module;
-  return module;
+  if (pending.valid()) return pending.get(); // waits for a compile in flight; rethrows its error
+  try {
+    auto module = compile_and_open(key, prelude, text, names);
+    promise.set_value(module);
+    return module;
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.by_key.erase(key); // a later request compiles again
+    throw;
+  }
 }
 
 } // namespace kiln::runtime::sim
