@@ -276,6 +276,15 @@ KILN_SIM_UB_HANDLER(nonnull_arg, "null passed as a nonnull argument")
 KILN_SIM_UB_HANDLER(nonnull_return_v1, "null returned from a returns_nonnull function")
 KILN_SIM_UB_HANDLER(invalid_builtin, "invalid builtin argument")
 KILN_SIM_UB_HANDLER(alignment_assumption, "alignment assumption violated")
+// clang's extra checks (KILN_SIM_CXX=clang++): it links no UBSan runtime
+// into a shared library, so every handler it may call is defined here.
+KILN_SIM_UB_HANDLER(function_type_mismatch, "call through a function pointer of the wrong type")
+KILN_SIM_UB_HANDLER(function_type_mismatch_v1, "call through a function pointer of the wrong type")
+KILN_SIM_UB_HANDLER(implicit_conversion, "implicit conversion changed the value")
+KILN_SIM_UB_HANDLER(nullability_arg, "null passed as a _Nonnull argument")
+KILN_SIM_UB_HANDLER(nullability_return_v1, "null returned as _Nonnull")
+KILN_SIM_UB_HANDLER(nonnull_return, "null returned from a returns_nonnull function")
+KILN_SIM_UB_HANDLER(type_mismatch, "misaligned or null pointer use")
 void __ubsan_handle_builtin_unreachable(void *d) { kiln_sim_ub("__builtin_unreachable reached", d, ""); }
 void __ubsan_handle_missing_return(void *d) { kiln_sim_ub("missing return", d, ""); }
 }
