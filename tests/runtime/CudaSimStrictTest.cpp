@@ -88,6 +88,21 @@ extern "C" __global__ void bad_masks(float *out, unsigned mask) {
   EXPECT_CONTAINS(msg, "names lane 16, which does not exist (the block has 48 threads)");
 }
 
+TEST(CudaSimStrict, ShuffleReadingALaneOutsideTheMaskIsAnError) {
+  const char *src = R"(
+extern "C" __global__ void read_outside(float *out) {
+  if (threadIdx.x < 16)
+    out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1.0f, 20);
+}
+)";
+  DeviceArray<float> out(32);
+  float *o = out.data();
+  void *args[] = {&o};
+  std::string msg = kernel_error_of([&] { launch(kernel_from(src, "read_outside"), {1}, {32}, 0, args); });
+  EXPECT_CONTAINS(msg, "kernel 'read_outside' block (0,0,0) thread (0,0,0)");
+  EXPECT_CONTAINS(msg, "__shfl_sync on line 4: lane 0 reads lane 20, which is not in the mask 0x0000ffff");
+}
+
 TEST(CudaSimStrict, OutOfBoundsGlobalStoreNamesKernelBlockThreadAndAllocation) {
   const char *src = R"(
 extern "C" __global__ void off_by_one(float *out, int n) {
