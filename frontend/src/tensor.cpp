@@ -41,7 +41,8 @@ int64_t numel_of(const Shape &sizes) {
 runtime::DeviceBackend &backend_of(const Device &device, const char *op) {
   runtime::DeviceBackend *backend = runtime::find_backend(device.type);
   KILN_CHECK(backend != nullptr, op, ": device ", device.str(),
-             " has no backend in this process (expected cpu, or a device whose backend is registered)");
+             " has no backend in this process (expected cpu, or a device whose backend is registered): ",
+             runtime::backend_unavailable_reason(device.type));
   KILN_CHECK(device.index >= 0 && device.index < backend->device_count(), op, ": device ", device.str(),
              " does not exist (", backend->device_count(), " ", device_type_name(device.type),
              " device(s))");

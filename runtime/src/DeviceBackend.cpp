@@ -1,6 +1,8 @@
 // The backend registry (DeviceBackend.h).
 #include "kiln/runtime/DeviceBackend.h"
 
+#include "kiln/runtime/cuda/CudaBackend.h"
+
 #include <array>
 #include <mutex>
 
@@ -23,10 +25,26 @@ Registry &registry() {
 
 } // namespace
 
-DeviceBackend *find_backend(DeviceType type) {
+DeviceBackend *registered_backend(DeviceType type) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   return r.backends[static_cast<size_t>(type)].get();
+}
+
+DeviceBackend *find_backend(DeviceType type) {
+  if (DeviceBackend *b = registered_backend(type))
+    return b;
+  return type == DeviceType::CUDA ? cuda::ensure_cuda_backend() : nullptr;
+}
+
+std::string backend_unavailable_reason(DeviceType type) {
+  if (find_backend(type))
+    return "";
+  if (type != DeviceType::CUDA)
+    return std::string("no backend is registered for ") + device_type_name(type);
+  std::string why;
+  cuda::ensure_cuda_backend(&why);
+  return why;
 }
 
 std::shared_ptr<DeviceBackend> register_backend(std::shared_ptr<DeviceBackend> backend) {

@@ -107,8 +107,17 @@ public:
 constexpr int64_t kCpuSplitMinBytes = 256 * 1024;
 
 /// The backend registered for `type`, or null when there is none (a kind
-/// this build or this process does not serve). Thread-safe.
+/// this build or this process does not serve). For DeviceType::CUDA with
+/// none registered yet, first tries cuda::ensure_cuda_backend (the
+/// simulator under KILN_CUDA_SIM=1). Thread-safe.
 DeviceBackend *find_backend(DeviceType type);
+
+/// The backend registered for `type` now, or null; never registers one.
+DeviceBackend *registered_backend(DeviceType type);
+
+/// Why find_backend(type) returns null, as a sentence that says what to do
+/// (for CUDA: the simulator switch); empty when it does not.
+std::string backend_unavailable_reason(DeviceType type);
 
 /// Registers `backend` for its type(), replacing any earlier one (the CPU's
 /// included: a test may wrap it). Returns the previous one (null if none)

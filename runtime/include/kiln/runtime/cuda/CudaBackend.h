@@ -4,6 +4,8 @@
 //
 //   auto backend = cuda::make_cuda_backend(std::move(devices));  // one DeviceApi per index
 //   runtime::register_backend(backend);
+//   // or: KILN_CUDA_SIM=1 and the first find_backend(DeviceType::CUDA)
+//   // registers the simulator's (ensure_cuda_backend).
 //
 // Per device: a CachingAllocator (PyTorch's rules) and a CachingHostAllocator
 // for pinned memory; the default stream is CUDA's legacy NULL stream.
@@ -39,5 +41,17 @@ StreamHandle stream_handle(Stream &stream);
 /// The pinned host allocator of the registered CUDA backend (pin_memory()),
 /// or null when there is none.
 CachingHostAllocator *pinned_allocator();
+
+/// Registers a CUDA backend when none is: the simulator (one device, or
+/// $KILN_SIM_DEVICES) when the environment has KILN_CUDA_SIM=1. Returns the
+/// registered backend, or null with `why_not` saying what is missing and
+/// what to do. Thread-safe; find_backend(DeviceType::CUDA) calls it, so the
+/// first CUDA tensor of a process registers the backend.
+DeviceBackend *ensure_cuda_backend(std::string *why_not = nullptr);
+
+/// The simulator's DeviceApi for simulated device `index` (SimDevice.cpp):
+/// guard-paged host memory bounded by $KILN_SIM_MEMORY_MB (default 8 GiB),
+/// inline streams, kernels host-compiled and run as a grid.
+std::shared_ptr<DeviceApi> make_simulator_device(int index);
 
 } // namespace kiln::runtime::cuda
