@@ -33,8 +33,8 @@ bool real_driver_present() {
 class FakeDriver : public ::testing::Test {
 protected:
   void TearDown() override {
-    for (const char *name : {"KILN_FAKE_CUDA_INIT", "KILN_FAKE_CUDA_DRIVER_VERSION", "KILN_FAKE_CUDA_DEVICES",
-                             "KILN_FAKE_CUDA_MISSING"})
+    for (const char *name :
+         {"KILN_FAKE_CUDA_INIT", "KILN_FAKE_CUDA_DRIVER_VERSION", "KILN_FAKE_CUDA_DEVICES", "KILN_FAKE_CUDA_MISSING"})
       unsetenv(name);
   }
   static cuda::AvailabilityReport probe(const char *library = KILN_FAKE_CUDA_DRIVER) {
@@ -182,7 +182,8 @@ TEST(CudaLibraries, ToolkitLibrariesLoadWithTheirVersions) {
 }
 
 TEST(CudaLibraries, MissingLibraryReportsEveryCandidate) {
-  cuda::LoadedLibrary<cuda::NvrtcSymbols> missing = cuda::load_nvrtc_library({"libkiln-absent-a.so", "libkiln-absent-b.so"});
+  cuda::LoadedLibrary<cuda::NvrtcSymbols> missing =
+      cuda::load_nvrtc_library({"libkiln-absent-a.so", "libkiln-absent-b.so"});
   EXPECT_FALSE(missing.loaded());
   EXPECT_TRUE(contains(missing.error, "cannot load libkiln-absent-a.so")) << missing.error;
   EXPECT_TRUE(contains(missing.error, "libkiln-absent-b.so: cannot open shared object file")) << missing.error;
@@ -226,6 +227,7 @@ TEST(CudaErrors, LibraryStatusesUseTheLibrarysOwnNames) {
             "nvrtcCompileProgram failed: NVRTC_ERROR_COMPILATION");
   EXPECT_TRUE(contains(message(cuda::check_cublaslt, cuda::CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtCreate"),
                        "cublasLtCreate failed: CUBLAS_STATUS_NOT_INITIALIZED"));
-  EXPECT_TRUE(contains(message(cuda::check_cudnn, 1001, "cudnnCreate"), "cudnnCreate failed: CUDNN_STATUS_NOT_INITIALIZED"));
+  EXPECT_TRUE(
+      contains(message(cuda::check_cudnn, 1001, "cudnnCreate"), "cudnnCreate failed: CUDNN_STATUS_NOT_INITIALIZED"));
   EXPECT_TRUE(contains(message(cuda::check_nccl, 1, "ncclCommInitRank"), "ncclCommInitRank failed: "));
 }

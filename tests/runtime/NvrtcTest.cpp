@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char *kPointwise = R"(extern "C" __global__ void add_one(const float *__restrict__ x, float *__restrict__ y, int n) {
+const char *kPointwise =
+    R"(extern "C" __global__ void add_one(const float *__restrict__ x, float *__restrict__ y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)
     y[i] = x[i] + 1.0f;
@@ -26,7 +27,8 @@ const char *kPointwise = R"(extern "C" __global__ void add_one(const float *__re
 )";
 
 // One block per row: a warp shuffle tree, then 32 partial sums in shared memory.
-const char *kBlockSum = R"(extern "C" __global__ void block_sum(const float *__restrict__ x, float *__restrict__ out, int n) {
+const char *kBlockSum =
+    R"(extern "C" __global__ void block_sum(const float *__restrict__ x, float *__restrict__ out, int n) {
   __shared__ float partial[32];
   float v = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -50,7 +52,8 @@ const char *kBlockSum = R"(extern "C" __global__ void block_sum(const float *__r
 // development machine: `spill` with --maxrregcount=16 (raised to 24), and
 // `uses_helper` calling a __noinline__ helper whose own properties block
 // follows the kernel's and must not overwrite it.
-const char *kCapturedPtxasLog = R"(ptxas warning : For profile sm_90 adjusting per thread register count of 16 to lower bound of 24
+const char *kCapturedPtxasLog =
+    R"(ptxas warning : For profile sm_90 adjusting per thread register count of 16 to lower bound of 24
 ptxas info    : Overriding maximum register limit 256 for 'spill' with  24 of maxrregcount option
 ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'spill' for 'sm_90'
@@ -107,9 +110,11 @@ void write_file(const std::string &path, const std::string &bytes) {
 /// Source i of a batch: a distinct kernel `scale_<i>` multiplying by i + 1.
 cuda::KernelSource scale_kernel(int i) {
   std::string name = "scale_" + std::to_string(i);
-  std::string code = "extern \"C\" __global__ void " + name + "(float *x, int n) {\n"
+  std::string code = "extern \"C\" __global__ void " + name +
+                     "(float *x, int n) {\n"
                      "  int j = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                     "  if (j < n)\n    x[j] *= " + std::to_string(i + 1) + ".0f;\n}\n";
+                     "  if (j < n)\n    x[j] *= " +
+                     std::to_string(i + 1) + ".0f;\n}\n";
   return cuda::KernelSource{code, {name}};
 }
 
@@ -148,7 +153,8 @@ TEST_F(Nvrtc, PointwiseKernelGivesAnSm90CubinWithoutSpills) {
   cuda::CompiledModule module = compiler.compile({kPointwise, {"add_one"}}, 90);
   EXPECT_EQ(module.target.kind, cuda::BinaryKind::Cubin);
   ASSERT_GT(module.binary.size(), 4u);
-  EXPECT_EQ(module.binary.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(module.binary.substr(0, 4), "\x7f"
+                                        "ELF");
   const cuda::KernelResources *kernel = module.kernel("add_one");
   ASSERT_NE(kernel, nullptr) << module.log;
   EXPECT_GT(kernel->registers, 0);
@@ -321,8 +327,8 @@ TEST_F(Nvrtc, BatchOfEightOnTwoThreadsMatchesSerialInInputOrder) {
 }
 
 TEST_F(Nvrtc, BatchRethrowsTheFirstFailureInInputOrder) {
-  std::vector<cuda::KernelSource> sources = {scale_kernel(0), {"syntax error here", {"k1"}}, scale_kernel(2),
-                                             {"another ( error", {"k3"}}};
+  std::vector<cuda::KernelSource> sources = {
+      scale_kernel(0), {"syntax error here", {"k1"}}, scale_kernel(2), {"another ( error", {"k3"}}};
   cuda::NvrtcCompiler compiler(uncached());
   try {
     compiler.compile_batch(sources, 90, 2);

@@ -24,8 +24,10 @@ constexpr KnownDriverError kKnownDriverErrors[] = {
      "CUDA driver version is insufficient for CUDA runtime version"},
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
-    {CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU",
+     "no kernel image is available for execution on the device"},
+    {CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+     "the provided PTX was compiled with an unsupported toolchain."},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
@@ -74,7 +76,8 @@ std::string driver_error_text(CUresult result) {
 void check_driver(CUresult result, const char *api) {
   if (result == CUDA_SUCCESS)
     return;
-  throw CudaError(kDriverSoname, api, result, failure_message(api, driver_error_name(result), driver_error_text(result)));
+  throw CudaError(kDriverSoname, api, result,
+                  failure_message(api, driver_error_name(result), driver_error_text(result)));
 }
 
 void check_nvrtc(nvrtcResult result, const char *api) {

@@ -28,6 +28,7 @@ void check_cudnn(cudnnStatus_t status, const char *api);
 void check_nccl(ncclResult_t result, const char *api);
 
 /// Call the driver entry point `name` from the loaded table and check it.
-#define KILN_CU_CALL(name, ...) ::kiln::runtime::cuda::check_driver(::kiln::runtime::cuda::driver().name(__VA_ARGS__), #name)
+#define KILN_CU_CALL(name, ...)                                                                                        \
+  ::kiln::runtime::cuda::check_driver(::kiln::runtime::cuda::driver().name(__VA_ARGS__), #name)
 
 } // namespace kiln::runtime::cuda

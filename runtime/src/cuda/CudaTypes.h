@@ -46,9 +46,9 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 
-using CUfunction_attribute = int;      // cuda.h CUfunction_attribute
-using CUstreamCaptureMode = int;       // cuda.h CUstreamCaptureMode
-using CUjit_option = int;              // cuda.h CUjit_option
+using CUfunction_attribute = int; // cuda.h CUfunction_attribute
+using CUstreamCaptureMode = int;  // cuda.h CUstreamCaptureMode
+using CUjit_option = int;         // cuda.h CUjit_option
 
 /// cuda.h `CUdriverProcAddressQueryResult` (cuGetProcAddress_v2's status).
 using CUdriverProcAddressQueryResult = int;

@@ -18,8 +18,8 @@ void *proc_address(PFN_cuGetProcAddress_v2 get, const char *name, std::vector<st
     return address;
   stub = stub || result == CUDA_ERROR_STUB_LIBRARY;
   if (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
-    missing.push_back(std::string(name) + " (needs a newer CUDA version than " +
-                      std::to_string(kCudaDriverApiVersion) + ")");
+    missing.push_back(std::string(name) + " (needs a newer CUDA version than " + std::to_string(kCudaDriverApiVersion) +
+                      ")");
   else
     missing.emplace_back(name);
   return nullptr;
@@ -27,7 +27,7 @@ void *proc_address(PFN_cuGetProcAddress_v2 get, const char *name, std::vector<st
 
 void resolve_driver(PFN_cuGetProcAddress_v2 get, DriverSymbols &symbols, std::vector<std::string> &missing,
                     bool &stub) {
-#define KILN_CU_PFN(name, params) \
+#define KILN_CU_PFN(name, params)                                                                                      \
   symbols.name = reinterpret_cast<decltype(symbols.name)>(proc_address(get, #name, missing, stub));
 #include "DriverSymbols.def"
 #undef KILN_CU_PFN

@@ -30,10 +30,10 @@ struct DriverSymbols {
 /// Why the driver table did not load (Availability.cpp words the reasons).
 enum class DriverLoadFailure {
   None,
-  NoLibrary,        ///< dlopen(libcuda.so.1) failed
-  NoProcAddress,    ///< no cuGetProcAddress_v2: a pre-12.0 driver or not a driver
-  StubLibrary,      ///< the toolkit's stubs/libcuda.so (it answers CUDA_ERROR_STUB_LIBRARY)
-  MissingSymbols,   ///< cuGetProcAddress_v2 found no variant of some entry points at 12000
+  NoLibrary,      ///< dlopen(libcuda.so.1) failed
+  NoProcAddress,  ///< no cuGetProcAddress_v2: a pre-12.0 driver or not a driver
+  StubLibrary,    ///< the toolkit's stubs/libcuda.so (it answers CUDA_ERROR_STUB_LIBRARY)
+  MissingSymbols, ///< cuGetProcAddress_v2 found no variant of some entry points at 12000
 };
 
 /// A loaded (or failed) driver table.

@@ -6,8 +6,7 @@
 
 namespace kiln::runtime::cuda {
 
-std::unique_ptr<DynamicLibrary> DynamicLibrary::open(const std::vector<std::string> &candidates,
-                                                     std::string *reason) {
+std::unique_ptr<DynamicLibrary> DynamicLibrary::open(const std::vector<std::string> &candidates, std::string *reason) {
   std::string errors;
   for (const std::string &candidate : candidates) {
     void *handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -13,7 +13,8 @@ void *find(const DynamicLibrary &library, const char *name, std::vector<std::str
   return address;
 }
 
-#define KILN_PFN(ret, name, params) symbols.name = reinterpret_cast<decltype(symbols.name)>(find(library, #name, missing));
+#define KILN_PFN(ret, name, params)                                                                                    \
+  symbols.name = reinterpret_cast<decltype(symbols.name)>(find(library, #name, missing));
 
 void resolve_nvrtc(const DynamicLibrary &library, NvrtcSymbols &symbols, std::vector<std::string> &missing) {
 #include "NvrtcSymbols.def"

@@ -20,10 +20,10 @@ using cublasLtHandle_t = struct cublasLtContext *;
 using cublasLtMatmulDesc_t = struct cublasLtMatmulDescOpaque_t *;
 using cublasLtMatrixLayout_t = struct cublasLtMatrixLayoutOpaque_t *;
 using cublasLtMatmulPreference_t = struct cublasLtMatmulPreferenceOpaque_t *;
-using cublasComputeType_t = int;              // cublas_api.h
-using cudaDataType_t = int;                   // library_types.h
-using cublasLtMatmulDescAttributes_t = int;   // cublasLt.h
-using cublasLtMatrixLayoutAttribute_t = int;  // cublasLt.h
+using cublasComputeType_t = int;             // cublas_api.h
+using cudaDataType_t = int;                  // library_types.h
+using cublasLtMatmulDescAttributes_t = int;  // cublasLt.h
+using cublasLtMatrixLayoutAttribute_t = int; // cublasLt.h
 using cublasLtMatmulPreferenceAttributes_t = int;
 
 /// cublasLt.h: a semi-opaque algorithm (64 bytes).

@@ -110,10 +110,10 @@ std::string NvrtcCompiler::key_for(const KernelSource &source, const CompileTarg
 std::string NvrtcCompiler::path_for(const std::string &key, const CompileTarget &target) const {
   if (cache_dir_.empty())
     return "";
-  std::string arch = target.kind == BinaryKind::Cubin ? "sm" + std::to_string(target.arch)
-                                                      : "compute" + std::to_string(target.arch);
-  return cache_dir_ + "/kernel_" + key.substr(0, kFileNameHashDigits) + "_" + arch + "_nvrtc" +
-         nvrtc_version_string() + (target.kind == BinaryKind::Cubin ? ".cubin" : ".ptx");
+  std::string arch =
+      target.kind == BinaryKind::Cubin ? "sm" + std::to_string(target.arch) : "compute" + std::to_string(target.arch);
+  return cache_dir_ + "/kernel_" + key.substr(0, kFileNameHashDigits) + "_" + arch + "_nvrtc" + nvrtc_version_string() +
+         (target.kind == BinaryKind::Cubin ? ".cubin" : ".ptx");
 }
 
 std::string NvrtcCompiler::cache_path(const KernelSource &source, int device_arch) const {

@@ -76,9 +76,9 @@ std::string fetch_binary(nvrtcProgram program, BinaryKind kind) {
 void check_kernels_present(const KernelSource &source, const CompileTarget &target, const NvrtcOutput &out) {
   std::vector<KernelResources> report = parse_ptxas_log(out.log);
   for (const std::string &name : source.kernel_names) {
-    bool found = target.kind == BinaryKind::Ptx
-                     ? out.binary.find(".entry " + name + "(") != std::string::npos
-                     : std::any_of(report.begin(), report.end(), [&](const KernelResources &k) { return k.name == name; });
+    bool found = target.kind == BinaryKind::Ptx ? out.binary.find(".entry " + name + "(") != std::string::npos
+                                                : std::any_of(report.begin(), report.end(),
+                                                              [&](const KernelResources &k) { return k.name == name; });
     if (!found)
       throw CudaError(kNvrtcSoname, "nvrtcCompileProgram", NVRTC_SUCCESS,
                       "NVRTC compiled " + source.file_name + " for " + target.arch_name() + " but it has no kernel '" +
@@ -131,8 +131,8 @@ CompileTarget choose_compile_target(int device_arch) {
   if (above == archs.begin())
     throw CudaError(kNvrtcSoname, "nvrtcGetSupportedArchs", NVRTC_SUCCESS,
                     "NVRTC " + nvrtc_version_string() + " cannot compile for sm_" + std::to_string(device_arch) +
-                        ": it supports sm_" + std::to_string(archs.front()) + " to sm_" +
-                        std::to_string(archs.back()) + "; use an older CUDA toolkit's NVRTC for this GPU");
+                        ": it supports sm_" + std::to_string(archs.front()) + " to sm_" + std::to_string(archs.back()) +
+                        "; use an older CUDA toolkit's NVRTC for this GPU");
   return CompileTarget{BinaryKind::Ptx, *(above - 1)};
 }
 
@@ -141,9 +141,9 @@ NvrtcOutput run_nvrtc(const KernelSource &source, const CompileTarget &target,
   const NvrtcSymbols &api = nvrtc();
   auto start = std::chrono::steady_clock::now();
   ProgramGuard guard;
-  check_nvrtc(api.nvrtcCreateProgram(&guard.program, source.code.c_str(), source.file_name.c_str(), 0, nullptr,
-                                     nullptr),
-              "nvrtcCreateProgram");
+  check_nvrtc(
+      api.nvrtcCreateProgram(&guard.program, source.code.c_str(), source.file_name.c_str(), 0, nullptr, nullptr),
+      "nvrtcCreateProgram");
   std::vector<const char *> argv;
   for (const std::string &option : options)
     argv.push_back(option.c_str());

@@ -19,8 +19,7 @@ struct NvrtcOutput {
 /// CUBIN or PTX that `target` asks for. Throws CudaError: NVRTC missing, a
 /// failed call, a compile error (the log, with the failing source line), an
 /// empty binary, or a kernel of `source.kernel_names` absent from the result.
-NvrtcOutput run_nvrtc(const KernelSource &source, const CompileTarget &target,
-                      const std::vector<std::string> &options);
+NvrtcOutput run_nvrtc(const KernelSource &source, const CompileTarget &target, const std::vector<std::string> &options);
 
 /// "13.0": nvrtc_version() for file names and keys.
 std::string nvrtc_version_string();

@@ -15,9 +15,9 @@
 namespace {
 
 constexpr int kSuccess = 0;
-constexpr int kNotFound = 500;      // CUDA_ERROR_NOT_FOUND
-constexpr int kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
-constexpr int kSymbolNotFound = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+constexpr int kNotFound = 500;     // CUDA_ERROR_NOT_FOUND
+constexpr int kNotSupported = 801; // CUDA_ERROR_NOT_SUPPORTED
+constexpr int kSymbolNotFound = 1; // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
 
 int env_int(const char *name, int fallback) {
   const char *value = std::getenv(name);

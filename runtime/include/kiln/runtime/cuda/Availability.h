@@ -33,10 +33,10 @@ struct AvailabilityReport {
   /// One sentence naming the missing piece and what to do, or when available
   /// "CUDA is available: driver 13.0, 1 device, NVRTC 13.0".
   std::string reason;
-  int driver_version = 0; ///< cuDriverGetVersion (13000 = CUDA 13.0); 0 when not reached
+  int driver_version = 0;          ///< cuDriverGetVersion (13000 = CUDA 13.0); 0 when not reached
   int required_driver_version = 0; ///< what the kernels need (see required_driver_version())
-  int device_count = 0;   ///< cuDeviceGetCount; 0 unless available
-  int init_result = 0;    ///< cuInit's CUresult; 0 when not called or success
+  int device_count = 0;            ///< cuDeviceGetCount; 0 unless available
+  int init_result = 0;             ///< cuInit's CUresult; 0 when not called or success
   bool available() const { return status == CudaStatus::Available; }
 };
 

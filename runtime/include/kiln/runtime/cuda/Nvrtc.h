@@ -31,12 +31,12 @@ constexpr int kDefaultCudaArch = 90;
 /// One kernel's resources from ptxas' -v report.
 struct KernelResources {
   std::string name;
-  int registers = 0;              ///< "Used N registers"
-  int barriers = 0;               ///< "used N barriers"
-  int64_t stack_frame_bytes = 0;  ///< "N bytes stack frame"
-  int64_t spill_store_bytes = 0;  ///< "N bytes spill stores"
-  int64_t spill_load_bytes = 0;   ///< "N bytes spill loads"
-  int64_t shared_bytes = 0;       ///< "N bytes smem" (static __shared__); 0 when absent
+  int registers = 0;             ///< "Used N registers"
+  int barriers = 0;              ///< "used N barriers"
+  int64_t stack_frame_bytes = 0; ///< "N bytes stack frame"
+  int64_t spill_store_bytes = 0; ///< "N bytes spill stores"
+  int64_t spill_load_bytes = 0;  ///< "N bytes spill loads"
+  int64_t shared_bytes = 0;      ///< "N bytes smem" (static __shared__); 0 when absent
 };
 
 /// Parses NVRTC 13's program log with -Xptxas=-v (a "Compiling entry
@@ -93,10 +93,10 @@ enum class CacheOutcome { Miss, MemoryHit, DiskHit };
 /// One compiled translation unit.
 struct CompiledModule {
   CompileTarget target;
-  std::string binary;   ///< CUBIN bytes, or PTX text (NUL included, as nvrtcGetPTX gives it)
-  std::string log;      ///< NVRTC's program log (ptxas' report for CUBINs)
+  std::string binary;                   ///< CUBIN bytes, or PTX text (NUL included, as nvrtcGetPTX gives it)
+  std::string log;                      ///< NVRTC's program log (ptxas' report for CUBINs)
   std::vector<KernelResources> kernels; ///< parse_ptxas_log(log); empty for PTX
-  std::string cache_key;  ///< SHA-256 hex of what the result depends on
+  std::string cache_key;                ///< SHA-256 hex of what the result depends on
   CacheOutcome cache = CacheOutcome::Miss;
   double compile_seconds = 0; ///< NVRTC's time for this call (0 on a hit)
   /// The resources of kernel `name`, or null.
@@ -108,7 +108,7 @@ struct NvrtcCacheStats {
   int64_t memory_hits = 0;
   int64_t disk_hits = 0;
   int64_t misses = 0;
-  int64_t bad_entries = 0;    ///< disk entries rejected (truncated, corrupted, another key's)
+  int64_t bad_entries = 0; ///< disk entries rejected (truncated, corrupted, another key's)
   int64_t stores = 0;
   int64_t store_failures = 0; ///< unwritable cache folder etc.; never fails a compile
   double compile_seconds = 0;
