@@ -55,6 +55,17 @@ std::string fetch_log(nvrtcProgram program) {
   return log;
 }
 
+/// The log without ptxas' "Compile time = 14.624 ms" lines: the rest is
+/// deterministic, so the same source gives the same cache entry bytes.
+std::string without_timing_lines(const std::string &log) {
+  std::istringstream lines(log);
+  std::string kept;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("Compile time = ") == std::string::npos)
+      kept += line + "\n";
+  return kept;
+}
+
 std::string fetch_binary(nvrtcProgram program, BinaryKind kind) {
   const NvrtcSymbols &api = nvrtc();
   size_t bytes = 0;
@@ -152,6 +163,7 @@ NvrtcOutput run_nvrtc(const KernelSource &source, const CompileTarget &target,
   out.log = fetch_log(guard.program);
   if (result != NVRTC_SUCCESS)
     throw_compile_error(source, target, result, out.log);
+  out.log = without_timing_lines(out.log);
   out.binary = fetch_binary(guard.program, target.kind);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (out.binary.empty())

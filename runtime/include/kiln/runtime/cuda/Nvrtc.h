@@ -94,7 +94,7 @@ enum class CacheOutcome { Miss, MemoryHit, DiskHit };
 struct CompiledModule {
   CompileTarget target;
   std::string binary;                   ///< CUBIN bytes, or PTX text (NUL included, as nvrtcGetPTX gives it)
-  std::string log;                      ///< NVRTC's program log (ptxas' report for CUBINs)
+  std::string log;                      ///< NVRTC's log (ptxas' report for CUBINs) without its "Compile time" lines
   std::vector<KernelResources> kernels; ///< parse_ptxas_log(log); empty for PTX
   std::string cache_key;                ///< SHA-256 hex of what the result depends on
   CacheOutcome cache = CacheOutcome::Miss;
