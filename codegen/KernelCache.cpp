@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kiln/codegen/Compiler.h"
+#include "kiln/runtime/CacheDir.h"
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
@@ -44,19 +45,8 @@ std::string resolveKernelCacheDir(const CompileOptions &options) {
     return "";
   if (options.kernel_cache_dir)
     return *options.kernel_cache_dir;
-  if (const char *dir = std::getenv("KILN_CACHE_DIR"))
-    return dir; // empty: disabled
-  llvm::SmallString<256> path;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    path = xdg;
-  else if (const char *home = std::getenv("HOME"); home && *home)
-    llvm::sys::path::append(path, home, ".cache");
-  else
-    return ""; // nowhere sensible: no cache
-  llvm::sys::path::append(path, "kiln", "kernels");
-  return std::string(path);
+  return runtime::default_kernel_cache_dir();
 }
-
 
 namespace {
 

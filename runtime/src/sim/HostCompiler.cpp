@@ -3,7 +3,8 @@
 
 #include "ApiTable.h"
 #include "Prelude.h"
-#include "Sha256.h"
+#include "../cuda/Sha256.h"
+#include "kiln/runtime/CacheDir.h"
 #include "SourceRewrite.h"
 
 #include <dlfcn.h>
@@ -107,19 +108,11 @@ const std::string &compiler_identity() {
   return id;
 }
 
-/// The directory codegen's kernel cache uses (codegen/KernelCache.cpp,
-/// resolveKernelCacheDir) plus "cuda-sim"; "" when caching is off.
+/// The kernel cache folder (kiln/runtime/CacheDir.h) plus "cuda-sim"; ""
+/// when caching is off.
 std::string cache_dir() {
-  if (const char *off = std::getenv("KILN_DISABLE_CACHE"); off && *off && std::strcmp(off, "0") != 0) return "";
-  std::string base;
-  if (const char *dir = std::getenv("KILN_CACHE_DIR"))
-    base = dir; // empty: disabled
-  else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    base = std::string(xdg) + "/kiln/kernels";
-  else if (const char *home = std::getenv("HOME"); home && *home)
-    base = std::string(home) + "/.cache/kiln/kernels";
-  if (base.empty()) return "";
-  return base + "/cuda-sim";
+  const std::string base = default_kernel_cache_dir();
+  return base.empty() ? "" : base + "/cuda-sim";
 }
 
 bool make_dirs(const std::string &path) {
@@ -251,14 +244,14 @@ std::shared_ptr<const HostModule> open_library(const std::string &path, const st
 }
 
 std::string cache_key(const std::string &prelude, const std::string &source) {
-  detail::Sha256 sha;
+  cuda::Sha256 sha;
   sha.field(kCacheVersion);
   sha.field(prelude);
   sha.field(source);
   for (const std::string &word : compiler_command()) sha.field(word);
   sha.field(compiler_identity());
   for (const std::string &flag : compile_flags()) sha.field(flag);
-  return sha.hex();
+  return sha.hex_digest();
 }
 
 /// Runs the compiler on `source_path` (with the prelude) into `out_path`;
@@ -302,9 +295,9 @@ Paths paths_for(const std::string &key, const std::string &prelude_key) {
 
 std::shared_ptr<const HostModule> compile_and_open(const std::string &key, const std::string &prelude,
                                                    const std::string &text, const std::vector<std::string> &names) {
-  detail::Sha256 prelude_sha;
+  cuda::Sha256 prelude_sha;
   prelude_sha.field(prelude);
-  Paths p = paths_for(key, prelude_sha.hex());
+  Paths p = paths_for(key, prelude_sha.hex_digest());
   std::string why;
   if (!p.temporary && file_exists(p.library)) {
     if (auto module = open_library(p.library, key, names, why)) {
