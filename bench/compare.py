@@ -9,8 +9,11 @@ Two kinds of JSON:
   repetitions.
 - The model zoo (`bench/zoo.py`, a JSON with "models"): per model, Kiln's
   step times (eager, compiled), cold and warm compile time, the compiled
-  step's peak bytes and the graph breaks (ZOO_METRICS); the PyTorch peers'
-  numbers are not Kiln regressions and are not compared.
+  step's peak bytes and the graph breaks (ZOO_METRICS). The peers' step
+  times (LibTorch eager, torch 2 eager, torch.compile: PEER_METRICS) are
+  printed beside them, marked "(peer)", and never flagged: they are not
+  Kiln regressions, but a peer that slowed as much as Kiln points at the
+  machine, not at Kiln.
 Prints one line per metric present in both files: baseline, new, change.
 Exits 1 if any is worse by more than the threshold (default 10%; a graph
 break count that grows is always flagged), so a CI job or a developer can
@@ -30,6 +33,8 @@ from ratios import times_of  # noqa: E402  (medians or single runs, one parser)
 # Zoo metrics compared, all "lower is better".
 ZOO_METRICS = ["kiln_eager_ms", "kiln_compiled_ms", "kiln_cold_compile_s", "kiln_warm_compile_s",
                "kiln_compiled_peak_step_bytes", "graph_breaks"]
+# The peers' step times, shown for context and never flagged.
+PEER_METRICS = ["libtorch_eager_ms", "torch_eager_ms", "torch_compile_ms"]
 
 
 def read_json(spec):
@@ -45,7 +50,12 @@ def flatten(doc):
     if "models" not in doc:
         return times_of(doc)
     return {f"{model}/{metric}": values[metric] for model, values in doc["models"].items()
-            for metric in ZOO_METRICS if values.get(metric) is not None}
+            for metric in ZOO_METRICS + PEER_METRICS if values.get(metric) is not None}
+
+
+def is_peer(name):
+    """Whether a flattened name is a peer's metric (never a regression)."""
+    return name.rsplit("/", 1)[-1] in PEER_METRICS
 
 
 def compare(base_doc, new_doc, threshold=0.10):
@@ -55,7 +65,12 @@ def compare(base_doc, new_doc, threshold=0.10):
     for name in sorted(set(base) & set(new)):
         b, n = base[name], new[name]
         change = n / b - 1.0 if b else (float("inf") if n > b else 0.0)
-        regressed = n > b if name.endswith("graph_breaks") else change > threshold
+        if is_peer(name):
+            regressed = False
+        elif name.endswith("graph_breaks"):
+            regressed = n > b
+        else:
+            regressed = change > threshold
         rows.append((name, b, n, change, regressed))
     return rows, sorted(set(base) - set(new))
 
@@ -72,7 +87,8 @@ def main(argv):
     rows, missing = compare(read_json(args[0]), read_json(args[1]), threshold)
     print(f"{'benchmark':45s} {'baseline':>14s} {'new':>14s} {'change':>8s}")
     for name, b, n, change, regressed in rows:
-        print(f"{name:45s} {b:14.3f} {n:14.3f} {change:+8.1%}{'  REGRESSION' if regressed else ''}")
+        mark = "  REGRESSION" if regressed else ("  (peer)" if is_peer(name) else "")
+        print(f"{name:45s} {b:14.3f} {n:14.3f} {change:+8.1%}{mark}")
     if missing:
         print("missing from the new run: " + ", ".join(missing))
     regressions = sum(r[4] for r in rows)

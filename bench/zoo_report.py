@@ -5,11 +5,15 @@ markdown_table(doc, regressed) -> str; write_chart(doc, regressed, path).
 "model/metric" names compare.py flagged (marked in both).
 """
 
-GOALS = [("compiled_vs_eager", "compiled / Kiln eager", 1.5),
-         ("compiled_vs_torch_compile", "compiled / torch.compile", 1.2),
-         ("eager_vs_torch_eager", "Kiln eager / torch eager", 1.0)]
+# Speedups (x: > 1 is Kiln faster): key, label, the issue's goal (None: no goal).
+RATIOS = [("compiled_vs_eager", "compiled / Kiln eager", 1.5),
+          ("compiled_vs_torch_compile", "compiled / torch.compile", 1.2),
+          ("eager_vs_libtorch_eager", "Kiln eager / LibTorch eager", 1.0),
+          ("compiled_vs_libtorch_eager", "compiled / LibTorch eager", None),
+          ("eager_vs_torch_eager", "Kiln eager / torch 2 eager", None)]
 STEP_TIMES = [("kiln_eager_ms", "Kiln eager"), ("kiln_compiled_ms", "Kiln compiled"),
-              ("torch_eager_ms", "torch 2 eager"), ("torch_compile_ms", "torch.compile")]
+              ("libtorch_eager_ms", "LibTorch 1.13 eager"), ("torch_eager_ms", "torch 2 eager"),
+              ("torch_compile_ms", "torch.compile")]
 
 
 def _fmt(value, spec, regressed=False, unit=""):
@@ -21,14 +25,15 @@ def _fmt(value, spec, regressed=False, unit=""):
 
 def markdown_table(doc, regressed=frozenset()):
     """Step times, speedups (x: > 1 is Kiln faster), compile times, graphs and peaks per model."""
-    head = ("| model | Kiln eager | Kiln compiled | torch eager | torch.compile | compiled/eager | "
-            "vs torch.compile | eager vs torch eager | Kiln cold / warm compile | Inductor cold / warm | "
+    head = ("| model | Kiln eager | Kiln compiled | LibTorch eager | torch 2 eager | torch.compile | compiled/eager | "
+            "vs torch.compile | eager vs LibTorch eager | compiled vs LibTorch eager | eager vs torch 2 eager | "
+            "Kiln cold / warm compile | Inductor cold / warm | "
             "Kiln graphs / breaks | torch graphs / breaks | Kiln peak/step eager / compiled |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, m in doc["models"].items():
         bad = {key.split("/", 1)[1] for key in regressed if key.startswith(name + "/")}
         ms = [_fmt(m.get(key), ".2f", key in bad, " ms") for key, _ in STEP_TIMES]
-        ratios = [_fmt(m.get(key), ".2f", unit="x") for key, _, _ in GOALS]
+        ratios = [_fmt(m.get(key), ".2f", unit="x") for key, _, _ in RATIOS]
         compile_k = f"{_fmt(m.get('kiln_cold_compile_s'), '.2f', 'kiln_cold_compile_s' in bad)} / " \
                     f"{_fmt(m.get('kiln_warm_compile_s'), '.2f', 'kiln_warm_compile_s' in bad)} s"
         compile_t = f"{_fmt(m.get('inductor_cold_compile_s'), '.2f')} / {_fmt(m.get('inductor_warm_compile_s'), '.2f')} s"
@@ -55,7 +60,7 @@ def write_chart(doc, regressed, path):
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 8))
     width = 0.8 / len(STEP_TIMES)
     for i, (key, label) in enumerate(STEP_TIMES):
-        xs = [j + (i - 1.5) * width for j in range(len(names))]
+        xs = [j + (i - (len(STEP_TIMES) - 1) / 2) * width for j in range(len(names))]
         values = [doc["models"][n].get(key) or 0 for n in names]
         bars = top.bar(xs, values, width, label=label)
         for bar, name in zip(bars, names):
@@ -75,11 +80,13 @@ def write_chart(doc, regressed, path):
     top.set_ylabel("training step (ms, log)")
     top.set_xticks(range(len(names)), names)
     top.legend(fontsize=8)
-    width = 0.8 / len(GOALS)
-    for i, (key, label, goal) in enumerate(GOALS):
-        xs = [j + (i - 1) * width for j in range(len(names))]
-        bars = bottom.bar(xs, [doc["models"][n].get(key) or 0 for n in names], width, label=f"{label} (goal {goal}x)")
-        bottom.axhline(goal, color=bars.patches[0].get_facecolor(), linestyle="--", linewidth=1)
+    width = 0.8 / len(RATIOS)
+    for i, (key, label, goal) in enumerate(RATIOS):
+        xs = [j + (i - (len(RATIOS) - 1) / 2) * width for j in range(len(names))]
+        values = [doc["models"][n].get(key) or 0 for n in names]
+        bars = bottom.bar(xs, values, width, label=label + (f" (goal {goal}x)" if goal else ""))
+        if goal:
+            bottom.axhline(goal, color=bars.patches[0].get_facecolor(), linestyle="--", linewidth=1)
     bottom.set_ylabel("speedup (x, > 1: Kiln faster)")
     bottom.set_xticks(range(len(names)), names)
     bottom.legend(fontsize=8)

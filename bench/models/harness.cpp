@@ -3,77 +3,25 @@
 #include "harness.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <vector>
 
-#include <sys/resource.h>
-
-#include <nlohmann/json.hpp>
+#include "zoo_common.h"
 
 namespace kiln::zoo {
 namespace {
-
-using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 std::map<std::string, ModelSpec> &registry() {
   static std::map<std::string, ModelSpec> models;
   return models;
 }
 
-struct Args {
-  std::string model;  ///< empty: all
-  int reps = 5;
-  double rep_seconds = 0.5;
-  std::string json_path;
-  bool list = false;
-};
-
-[[noreturn]] void usage(const std::string &msg) {
-  std::fprintf(stderr,
-               "kiln-zoo: %s\nusage: kiln-zoo [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list]\n",
-               msg.c_str());
-  std::exit(2);
-}
-
-Args parse(int argc, char **argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value for " + k);
-      return argv[++i];
-    };
-    if (k == "--model") a.model = value();
-    else if (k == "--reps") a.reps = std::stoi(value());
-    else if (k == "--rep-seconds") a.rep_seconds = std::stod(value());
-    else if (k == "--json") a.json_path = value();
-    else if (k == "--list") a.list = true;
-    else usage("unknown argument " + k);
-  }
-  if (a.reps < 1 || !(a.rep_seconds > 0)) usage("--reps and --rep-seconds must be positive");
-  if (!a.model.empty() && !registry().count(a.model)) usage("no zoo model named '" + a.model + "'");
-  return a;
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double max_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto &entry : registry()) names.push_back(entry.first);
+  return names;
 }
 
 /// One variant of a model (eager or compiled): its module, optimizer, step.
@@ -144,7 +92,7 @@ json measure(const ModelSpec &spec, const Args &args) {
   start = Clock::now();
   eager.step(spec, batch);  // a warm eager step sizes the repetitions
   const double warm_eager = seconds_since(start);
-  const int steps = std::clamp(static_cast<int>(args.rep_seconds / std::max(warm_eager, 1e-6)), 2, 500);
+  const int steps = steps_per_rep(args.rep_seconds, warm_eager);
   for (int rep = 0; rep < args.reps; ++rep) {  // interleaved: eager, compiled, eager, ...
     eager.timed(spec, batch, steps);
     compiled.timed(spec, batch, steps);
@@ -163,17 +111,19 @@ json measure(const ModelSpec &spec, const Args &args) {
   return out;
 }
 
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  in >> one >> five >> fifteen;
-  return one + " " + five + " " + fifteen;
+/// The loss of each of `steps` eager training steps on one batch (--loss-steps).
+json loss_curve(const ModelSpec &spec, int steps) {
+  Variant eager(spec, false);
+  manual_seed(1);
+  const Batch batch = spec.make_batch();
+  json losses = json::array();
+  for (int i = 0; i < steps; ++i) losses.push_back(eager.step(spec, batch));
+  return {{"description", spec.description}, {"losses", losses}};
 }
 
 json context_report() {
-  const char *threads = std::getenv("OMP_NUM_THREADS");
   const char *cache = std::getenv("KILN_CACHE_DIR");
-  return {{"omp_num_threads", threads ? threads : "(unset)"},
+  return {{"omp_num_threads", omp_num_threads()},
           {"kiln_cache_dir", cache ? cache : "(default)"},
           {"load_average_start", load_average()}};
 }
@@ -203,7 +153,7 @@ bool register_model(ModelSpec spec) {
 }
 
 int zoo_main(int argc, char **argv) {
-  const Args args = parse(argc, argv);
+  const Args args = parse_args(argc, argv, "kiln-zoo", model_names());
   if (args.list) {
     for (const auto &[name, spec] : registry()) std::printf("%-8s %s\n", name.c_str(), spec.description.c_str());
     return 0;
@@ -213,7 +163,7 @@ int zoo_main(int argc, char **argv) {
     for (const auto &[name, spec] : registry()) {
       if (!args.model.empty() && name != args.model) continue;
       std::fprintf(stderr, "kiln-zoo: %s ...\n", name.c_str());
-      report["models"][name] = measure(spec, args);
+      report["models"][name] = args.loss_steps > 0 ? loss_curve(spec, args.loss_steps) : measure(spec, args);
     }
   } catch (const Error &e) {
     std::fprintf(stderr, "kiln-zoo: error: %s\n", e.what());
@@ -221,12 +171,7 @@ int zoo_main(int argc, char **argv) {
   }
   report["context"]["load_average_end"] = load_average();
   report["context"]["max_rss_mb"] = max_rss_mb();
-  const std::string text = report.dump(2) + "\n";
-  if (args.json_path.empty()) {
-    std::fputs(text.c_str(), stdout);
-  } else {
-    std::ofstream(args.json_path) << text;
-  }
+  write_report(report, args.json_path);
   return 0;
 }
 

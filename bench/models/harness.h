@@ -20,10 +20,14 @@
 // per step of each variant; the process' max RSS; the first step's loss of
 // both variants (same weights and batch: they should agree).
 //
-//   kiln-zoo [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list]
+//   kiln-zoo [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] [--loss-steps N]
 //
 // Writes {"models": {name: {...}}, "context": {...}} to --json (stdout if
-// absent). bench/zoo.py runs it next to the PyTorch peers (bench/peers/).
+// absent); with --loss-steps N it times nothing and writes each model's
+// losses of N eager steps on its batch ("losses"), the check that a port
+// (bench/peers/) trains alike. The command line, statistics and report are
+// zoo_common.h's, shared with kiln-zoo-libtorch. bench/zoo.py runs it next
+// to the PyTorch peers (bench/peers/).
 #pragma once
 
 #include <functional>

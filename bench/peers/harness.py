@@ -10,7 +10,9 @@ TORCHINDUCTOR_CACHE_DIR for a cold compile, again with the same directory for
 a warm start through the FX graph and AOTAutograd caches); graphs and graph
 breaks (torch._dynamo's counters); the process' max RSS.
 
-usage: python3 bench/peers/harness.py --model NAME [--reps R] [--rep-seconds S] [--json PATH]
+usage: python3 bench/peers/harness.py --model NAME [--reps R] [--rep-seconds S] [--json PATH] [--loss-steps N]
+--loss-steps N times nothing: the losses of N eager steps on the batch
+("losses"), as kiln-zoo --loss-steps (the check that a port trains alike).
 Threads: torch.set_num_threads($OMP_NUM_THREADS, default 2), as Kiln's.
 A bench-only tool: nothing in Kiln's build or tests imports torch.
 """
@@ -88,19 +90,29 @@ def measure(spec, reps, rep_seconds):
     return out
 
 
+def loss_curve(spec, steps):
+    """The loss of each of `steps` eager training steps on one batch (--loss-steps)."""
+    eager = Variant(spec, False)
+    torch.manual_seed(1)
+    batch = spec.make_batch()
+    return {"description": spec.DESCRIPTION, "losses": [eager.step(batch) for _ in range(steps)]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--rep-seconds", type=float, default=0.5)
     parser.add_argument("--json")
+    parser.add_argument("--loss-steps", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.import_module(args.model)
     with open("/proc/loadavg") as f:
         load_start = " ".join(f.read().split()[:3])
-    report = {"models": {args.model: measure(spec, args.reps, args.rep_seconds)}}
+    entry = loss_curve(spec, args.loss_steps) if args.loss_steps > 0 else measure(spec, args.reps, args.rep_seconds)
+    report = {"models": {args.model: entry}}
     with open("/proc/loadavg") as f:
         load_end = " ".join(f.read().split()[:3])
     report["context"] = {"torch": torch.__version__, "threads": torch.get_num_threads(),
