@@ -121,6 +121,81 @@ json loss_curve(const ModelSpec &spec, int steps) {
   return {{"description", spec.description}, {"losses", losses}};
 }
 
+/// Largest |b| of a tensor.
+double max_abs(const Tensor &b) {
+  double m = 0;
+  for (double v : b.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+/// Largest |a - b| over max(max |b|, floor, 1e-30): a relative difference of
+/// two tensors; `floor` keeps a tensor that is zero up to rounding (the key
+/// bias' gradient: softmax ignores a per-row shift) from dividing noise by noise.
+double relative_difference(const Tensor &a, const Tensor &b, double floor = 0) {
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  double diff = 0;
+  for (size_t i = 0; i < av.size(); ++i) diff = std::max(diff, std::abs(av[i] - bv[i]));
+  return diff / std::max({max_abs(b), floor, 1e-30});
+}
+
+/// Gradients below this fraction of the model's largest gradient entry are
+/// compared at that absolute level (relative_difference's floor).
+constexpr double kGradientFloor = 1e-3;
+
+/// The model's largest relative output / gradient difference at the first
+/// step (before any update), compiled vs eager.
+double first_step_difference(const ModelSpec &spec, Variant &eager, Variant &compiled, const Batch &batch,
+                             std::string *worst_name) {
+  Tensor ye = eager.model->forward(batch.input), yc = compiled.model->forward(batch.input);
+  double worst = relative_difference(yc, ye);
+  *worst_name = "the output";
+  spec.loss(ye, batch.target).backward();
+  spec.loss(yc, batch.target).backward();
+  auto pe = eager.model->named_parameters(), pc = compiled.model->named_parameters();
+  KILN_CHECK(pe.size() == pc.size(), "kiln-zoo --check-steps: ", spec.name, ": ", pe.size(), " eager parameters, ",
+             pc.size(), " compiled");
+  double largest = 0;
+  for (const auto &[name, p] : pe)
+    if (p.grad().defined()) largest = std::max(largest, max_abs(p.grad()));
+  for (size_t i = 0; i < pe.size(); ++i) {
+    const Tensor &ge = pe[i].second.grad(), &gc = pc[i].second.grad();
+    KILN_CHECK(ge.defined() == gc.defined(), "kiln-zoo --check-steps: ", spec.name, ": ", pe[i].first,
+               " has a gradient in only one variant");
+    const double d = ge.defined() ? relative_difference(gc, ge, kGradientFloor * largest) : 0.0;
+    if (d > worst) worst = d, *worst_name = "the gradient of " + pe[i].first;
+  }
+  eager.opt->zero_grad();
+  compiled.opt->zero_grad();
+  return worst;
+}
+
+/// --check-steps N: the compiled model against eager from the same weights
+/// on one batch: the first step's output and every parameter gradient, then
+/// the loss of each of N AdamW steps, all at kCheckTolerance relative; no
+/// graph break. Throws kiln::Error naming the first difference.
+constexpr double kCheckTolerance = 1e-4;
+json check_against_eager(const ModelSpec &spec, int steps) {
+  Variant eager(spec, false), compiled(spec, true);
+  manual_seed(1);
+  const Batch batch = spec.make_batch();
+  std::string worst;
+  const double first = first_step_difference(spec, eager, compiled, batch, &worst);
+  KILN_CHECK(first <= kCheckTolerance, "kiln-zoo --check-steps: ", spec.name, ": compiled ", worst, " differs from ",
+             "eager by ", first, " (relative) at the first step (tolerance ", kCheckTolerance, ")");
+  json losses = json::array();
+  for (int i = 0; i < steps; ++i) {
+    const double le = eager.step(spec, batch), lc = compiled.step(spec, batch);
+    KILN_CHECK(std::abs(lc - le) <= kCheckTolerance * std::abs(le), "kiln-zoo --check-steps: ", spec.name, ": step ",
+               i + 1, " loss ", lc, " compiled, ", le, " eager (tolerance ", kCheckTolerance, " relative)");
+    losses.push_back({le, lc});
+  }
+  KILN_CHECK(compiled.compiled->graph_breaks().empty(), "kiln-zoo --check-steps: ", spec.name, ": graph break at ",
+             compiled.compiled->graph_breaks().front());
+  std::fprintf(stderr, "kiln-zoo: %s: compiled matches eager (first step %.2e relative; %d steps, final loss %.6f)\n",
+               spec.name.c_str(), first, steps, losses.back()[0].get<double>());
+  return {{"first_step_relative_difference", first}, {"losses_eager_compiled", losses}, {"graph_breaks", 0}};
+}
+
 json context_report() {
   const char *cache = std::getenv("KILN_CACHE_DIR");
   return {{"omp_num_threads", omp_num_threads()},
@@ -163,7 +238,10 @@ int zoo_main(int argc, char **argv) {
     for (const auto &[name, spec] : registry()) {
       if (!args.model.empty() && name != args.model) continue;
       std::fprintf(stderr, "kiln-zoo: %s ...\n", name.c_str());
-      report["models"][name] = args.loss_steps > 0 ? loss_curve(spec, args.loss_steps) : measure(spec, args);
+      if (args.check_steps > 0)
+        report["models"][name] = check_against_eager(spec, args.check_steps);
+      else
+        report["models"][name] = args.loss_steps > 0 ? loss_curve(spec, args.loss_steps) : measure(spec, args);
     }
   } catch (const Error &e) {
     std::fprintf(stderr, "kiln-zoo: error: %s\n", e.what());

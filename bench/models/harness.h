@@ -20,12 +20,15 @@
 // per step of each variant; the process' max RSS; the first step's loss of
 // both variants (same weights and batch: they should agree).
 //
-//   kiln-zoo [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] [--loss-steps N]
+//   kiln-zoo [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] [--loss-steps N] [--check-steps N]
 //
 // Writes {"models": {name: {...}}, "context": {...}} to --json (stdout if
 // absent); with --loss-steps N it times nothing and writes each model's
 // losses of N eager steps on its batch ("losses"), the check that a port
-// (bench/peers/) trains alike. The command line, statistics and report are
+// (bench/peers/) trains alike; with --check-steps N it checks the compiled
+// model against eager (first-step output and gradients, then N steps' losses,
+// at 1e-4 relative, no graph break) and fails naming the first difference
+// (ctest zoo.compiled_matches_eager.<model>). The command line, statistics and report are
 // zoo_common.h's, shared with kiln-zoo-libtorch. bench/zoo.py runs it next
 // to the PyTorch peers (bench/peers/).
 #pragma once

@@ -17,7 +17,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 /// The command line of a zoo binary:
-///   PROGRAM [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] [--loss-steps N]
+///   PROGRAM [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] [--loss-steps N] [--check-steps N]
 struct Args {
   std::string model;  ///< empty: all
   int reps = 5;
@@ -25,6 +25,7 @@ struct Args {
   std::string json_path;  ///< empty: stdout
   bool list = false;
   int loss_steps = 0;  ///< > 0: train N eager steps and report their losses instead of timing
+  int check_steps = 0;  ///< > 0 (kiln-zoo): check compiled against eager over N steps instead of timing
 };
 
 /// Parses argv; `models` are the registered names (--model must be one).
