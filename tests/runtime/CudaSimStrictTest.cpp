@@ -1,12 +1,14 @@
 // The simulator's strictness: each broken kernel fails with a KernelError
 // that names the kernel, the block and the thread (issue 14's negative
 // tests), the launch limits, and a kernel that relies on lockstep gives a
-// wrong result under the random order.
+// wrong result under the random order, as does a missing barrier before
+// shared memory is reused (a leading warp runs ahead).
 #include "CudaSimSupport.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include <sys/mman.h>
 
@@ -274,6 +276,59 @@ TEST(CudaSimStrict, LaunchLimitsNameTheValueAndTheLimit) {
   EXPECT_CONTAINS(error_of({1}, {1}, 300000), "dynamic shared memory of 300000 bytes");
   EXPECT_CONTAINS(error_of({1}, {1}, 300000), "limit of 232448 bytes");
   EXPECT_CONTAINS(error_of({1}, {2048}, 0), "kernel 'empty_kernel'");
+}
+
+
+// A block all-reduce that reuses its shared scratch without the barrier
+// that protects the previous call's readers (the bug of a block reduction
+// called twice, as layer_norm's mean and variance): correct when every warp
+// moves in step, wrong when one warp runs ahead, as warps do on a GPU. The
+// simulator lets a leading warp run ahead between barriers.
+const char *kScratchReuse = R"(
+__device__ float block_sum(float v, float *scratch, int protect) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (protect) __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = 0.0f;
+  for (int w = 0; w < warps; ++w) r += scratch[w];
+  return r;
+}
+extern "C" __global__ void two_sums(const float *in, float *out, int protect) {
+  __shared__ float scratch[32];
+  const float x = in[threadIdx.x];
+  const float mean = block_sum(x, scratch, protect) / blockDim.x;
+  const float var = block_sum((x - mean) * (x - mean), scratch, protect);
+  out[threadIdx.x] = var;
+}
+)";
+
+/// The number of threads of `two_sums` (256 threads) that got a wrong variance.
+int wrong_variances(int protect) {
+  DeviceArray<float> in(256), out(256);
+  for (int i = 0; i < 256; ++i) in[i] = float(i % 7);
+  float *a = in.data(), *b = out.data();
+  void *args[] = {&a, &b, &protect};
+  launch(kernel_from(kScratchReuse, "two_sums"), {1}, {256}, 0, args);
+  double mean = 0, var = 0;
+  for (int i = 0; i < 256; ++i) mean += in[i] / 256.0;
+  for (int i = 0; i < 256; ++i) var += (in[i] - mean) * (in[i] - mean);
+  int wrong = 0;
+  for (int i = 0; i < 256; ++i) wrong += std::abs(out[i] - var) > 1e-3 * var;
+  return wrong;
+}
+
+TEST(CudaSimStrict, SharedScratchReusedWithoutABarrierIsWrong) {
+  EXPECT_EQ(wrong_variances(1), 0);
+  const SimConfig saved = config();
+  for (uint64_t seed : {1, 2, 3}) {
+    SimConfig c = saved;
+    c.seed = seed;
+    set_config(c);
+    EXPECT_GT(wrong_variances(0), 0) << "seed " << seed << ": a warp must run ahead into the second sum";
+  }
+  set_config(saved);
 }
 
 } // namespace

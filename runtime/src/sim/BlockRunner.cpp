@@ -61,7 +61,8 @@ void BlockRunner::start_block(const LaunchSpec &spec, uint64_t block_linear) {
   const Dim3 b = spec.block, g = spec.grid;
   const uint32_t n = uint32_t(b.count());
   threads_.resize(n);
-  ready_.resize(n);
+  ready_.clear();
+  leader_ready_.clear();
   const uint3 block_idx{uint32_t(block_linear % g.x), uint32_t(block_linear / g.x % g.y),
                         uint32_t(block_linear / (uint64_t(g.x) * g.y))};
   for (uint32_t i = 0; i < n; ++i) {
@@ -72,13 +73,15 @@ void BlockRunner::start_block(const LaunchSpec &spec, uint64_t block_linear) {
     t.state = ThreadState::NotStarted;
     t.op = nullptr;
     t.stack = nullptr;
-    ready_[i] = i;
   }
   exited_ = at_barrier_ = 0;
   spins_ = 0;
   failure_.reset();
   // Per block, so a block's order does not depend on which OS thread runs it.
   rng_ = splitmix64(spec.config.seed ^ splitmix64(block_linear));
+  choose_leading_warp();
+  for (uint32_t i = 0; i < n; ++i) make_ready(threads_[i]);
+  for (SimThread &t : threads_) t.state = ThreadState::NotStarted;
   smem_base_ = reinterpret_cast<unsigned char *>(smem_end_) -
                (spec.dynamic_shared_bytes + 15) / 16 * 16;
   poison_shared_memory();
@@ -116,14 +119,15 @@ void BlockRunner::schedule(const std::atomic<bool> &stop) {
   const uint32_t n = uint32_t(threads_.size());
   while (!failure_) {
     if (stop.load(std::memory_order_relaxed)) return;
-    if (ready_.empty()) {
+    std::vector<uint32_t> &from = leader_ready_.empty() ? ready_ : leader_ready_;
+    if (from.empty()) {
       if (exited_ != n) failure_ = analyze_blocked();
       return;
     }
-    size_t pick = size_t(next_random() % ready_.size());
-    uint32_t index = ready_[pick];
-    ready_[pick] = ready_.back();
-    ready_.pop_back();
+    size_t pick = size_t(next_random() % from.size());
+    uint32_t index = from[pick];
+    from[pick] = from.back();
+    from.pop_back();
     resume(threads_[index]);
   }
 }
@@ -161,7 +165,12 @@ void BlockRunner::switch_to_scheduler(bool finished) { fiber_switch(current_->co
 
 void BlockRunner::make_ready(SimThread &t) {
   t.state = ThreadState::Ready;
-  ready_.push_back(t.linear);
+  (t.linear / kWarpSize == leading_warp_ ? leader_ready_ : ready_).push_back(t.linear);
+}
+
+void BlockRunner::choose_leading_warp() {
+  const uint64_t warps = (threads_.size() + kWarpSize - 1) / kWarpSize;
+  leading_warp_ = uint32_t(next_random() % warps);
 }
 
 void BlockRunner::fail_for(uint32_t thread, std::string problem) {
@@ -180,6 +189,7 @@ void BlockRunner::release_stacks() {
       t.stack = nullptr;
     }
   ready_.clear();
+  leader_ready_.clear();
 }
 
 void BlockRunner::atomic_point() {
@@ -190,7 +200,11 @@ void BlockRunner::atomic_point() {
          "(a spin-wait on a value no thread writes?)");
     abandon();
   }
-  make_ready(*current_);
+  // Not back to the leading warp's list: a spin-wait of the leader on a
+  // value another warp writes must let that warp run (GPUs guarantee
+  // independent warps progress).
+  current_->state = ThreadState::Ready;
+  ready_.push_back(current_->linear);
   switch_to_scheduler();
 }
 
@@ -216,6 +230,7 @@ bool BlockRunner::release_barrier() {
                                  " (every thread must reach the same barrier)");
       return false;
     }
+  choose_leading_warp(); // nothing is ready now: every thread waits here
   for (SimThread &other : threads_) make_ready(other);
   at_barrier_ = 0;
   progress();

@@ -95,6 +95,7 @@ private:
   void resume(SimThread &t);
   void switch_to_scheduler(bool finished = false);
   void make_ready(SimThread &t);
+  void choose_leading_warp();
   void progress() { spins_ = 0; }
   uint64_t next_random();
   // These record a failure and return false; their caller abandons.
@@ -111,7 +112,13 @@ private:
 
   const LaunchSpec *spec_ = nullptr;
   std::vector<SimThread> threads_;
-  std::vector<uint32_t> ready_;
+  // Ready threads: those of the leading warp (run first, so that warp races
+  // ahead of the others until it blocks: GPU warps are not in step with each
+  // other, and a missing barrier before shared memory is reused shows), and
+  // the others. A new leading warp is drawn at block start and at every
+  // barrier release.
+  std::vector<uint32_t> leader_ready_, ready_;
+  uint32_t leading_warp_ = 0;
   SimThread *current_ = nullptr;
   uint32_t exited_ = 0, at_barrier_ = 0;
   uint64_t rng_ = 0, spins_ = 0;

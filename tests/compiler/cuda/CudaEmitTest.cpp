@@ -1,7 +1,8 @@
 // The CUDA C emitter (codegen/cuda): determinism, the printed form of a
 // pointwise and a softmax kernel, the error for what is not supported, and
 // NVRTC compiles of every kernel here to an sm_90 CUBIN without spills.
-// Host runs of kernels and of the prelude: CudaHostRunTest.cpp.
+// Runs of the kernels on the simulator: CudaSimRunTest.cpp, CudaSimRowsTest.cpp;
+// of the prelude: CudaPreludeTest.cpp.
 #include "EmitCuda.h"
 #include "FuseForTests.h"
 #include "GeneralizeKernel.h"
