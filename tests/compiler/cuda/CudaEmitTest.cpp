@@ -6,7 +6,7 @@
 #include "EmitCuda.h"
 #include "FuseForTests.h"
 #include "GeneralizeKernel.h"
-#include "NvrtcForTests.h"
+#include "kiln/runtime/cuda/Nvrtc.h"
 
 #include <gtest/gtest.h>
 
@@ -239,10 +239,33 @@ func.func @f(%a: tensor<65536x65536xf32>) -> tensor<65536x65536xf32> {
 
 // ---- NVRTC: every kernel above compiles to an sm_90 CUBIN, no spills ----
 
+/// Compiles `source` (the prelude prepended) for sm_90 with the runtime's
+/// NVRTC service (a private cache folder: every run compiles) and checks a
+/// non-empty CUBIN and 0 spill bytes for `kernel`.
+void expect_cubin_without_spills(const std::string &source, const std::string &kernel) {
+  static kiln::runtime::cuda::NvrtcCompiler nvrtc([] {
+    kiln::runtime::cuda::NvrtcCompilerOptions o;
+    o.cache_dir = "";  // no disk cache: the point is to compile
+    return o;
+  }());
+  kiln::runtime::cuda::KernelSource src;
+  src.code = kiln::codegen::cuda::cudaPrelude() + source;
+  src.kernel_names = {kernel};
+  src.file_name = kernel + ".cu";
+  try {
+    const kiln::runtime::cuda::CompiledModule m = nvrtc.compile(src, 90);
+    EXPECT_GT(m.binary.size(), 0u);
+    const kiln::runtime::cuda::KernelResources *r = m.kernel(kernel);
+    ASSERT_NE(r, nullptr) << m.log;
+    EXPECT_EQ(r->spill_store_bytes + r->spill_load_bytes, 0) << m.log;
+  } catch (const std::exception &e) {
+    ADD_FAILURE() << e.what() << "\n" << source;
+  }
+}
+
 TEST(CudaNvrtc, EveryKernelCompilesWithoutSpills) {
-  kiln::test::NvrtcForTests *nvrtc = kiln::test::NvrtcForTests::get();
-  if (!nvrtc)
-    GTEST_SKIP() << kiln::test::NvrtcForTests::why();
+  if (!kiln::runtime::cuda::nvrtc_available())
+    GTEST_SKIP() << "skipped: " << kiln::runtime::cuda::nvrtc_unavailable_reason();
   for (const char *text : kAllKernels) {
     auto f = fuse(text);
     ASSERT_TRUE(f);
@@ -250,10 +273,7 @@ TEST(CudaNvrtc, EveryKernelCompilesWithoutSpills) {
       std::string error;
       auto k = kiln::codegen::cuda::emitCudaKernel(fusion, nullptr, "", &error);
       ASSERT_TRUE(mlir::succeeded(k)) << error;
-      kiln::test::NvrtcResult r = nvrtc->compile(kiln::codegen::cuda::cudaPrelude() + k->source, k->name + ".cu");
-      EXPECT_TRUE(r.ok) << r.log << "\n" << k->source;
-      EXPECT_GT(r.cubin_bytes, 0u);
-      EXPECT_EQ(r.spill_bytes, 0) << r.log;
+      expect_cubin_without_spills(k->source, k->name);
     }
   }
 }
@@ -262,7 +282,7 @@ TEST(CudaNvrtc, EveryKernelCompilesWithoutSpills) {
 // Row-split generalization (dim 0 a size parameter): 64-bit index math, the
 // size after the pointers, the grid from the size; NVRTC compiles them.
 TEST(CudaNvrtc, ShapeGenericKernelsCompile) {
-  kiln::test::NvrtcForTests *nvrtc = kiln::test::NvrtcForTests::get();
+  const bool nvrtc = kiln::runtime::cuda::nvrtc_available();
   for (const char *text : {kAddExp, kSoftmax, kLayerNormBf16, kBf16Chain}) {
     auto f = fuse(text);
     ASSERT_TRUE(f);
@@ -278,9 +298,7 @@ TEST(CudaNvrtc, ShapeGenericKernelsCompile) {
     EXPECT_EQ(k->launch.work_classes, std::vector<int>{0});
     if (!nvrtc)
       continue;
-    kiln::test::NvrtcResult r = nvrtc->compile(kiln::codegen::cuda::cudaPrelude() + k->source, "generic.cu");
-    EXPECT_TRUE(r.ok) << r.log << "\n" << k->source;
-    EXPECT_EQ(r.spill_bytes, 0) << r.log;
+    expect_cubin_without_spills(k->source, k->name);
   }
 }
 } // namespace
