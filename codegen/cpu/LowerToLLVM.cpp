@@ -204,12 +204,42 @@ void keepSubnormals(ModuleOp kernels, bool hardwareBF16) {
   }
 }
 
+/// Makes every math op the polynomial approximations rewrite NaN-safe:
+/// f(x) becomes select(isnan(x), x, f(select(isnan(x), 0, x))). The
+/// polynomials clamp with unordered compares that let a NaN through and then
+/// convert it with fptosi, which is poison in LLVM for NaN: where the NaN is a
+/// known constant (a graph-break value baked into the next segment), LLVM
+/// folds the whole result to poison and stores garbage (fuzzer seed 30000
+/// graph 3383: gelu_tanh of x * NaN gave 0 or -6e29). With the guard the
+/// polynomial never sees a NaN and a NaN argument gives NaN, as libm does.
+void guardNaNs(ModuleOp kernels) {
+  SmallVector<Operation *> ops;
+  kernels.walk([&](Operation *op) {
+    if (op->getNumOperands() == 1 && op->getNumResults() == 1 && isa<FloatType>(op->getResult(0).getType()) &&
+        isa<math::ExpOp, math::Exp2Op, math::ExpM1Op, math::LogOp, math::Log2Op, math::Log1pOp, math::TanhOp,
+            math::SinOp, math::CosOp, math::ErfOp, math::AtanOp, math::AsinOp, math::AcosOp, math::RsqrtOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value x = op->getOperand(0);
+    Value nan = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, x, x);
+    Value zero = b.create<arith::ConstantOp>(loc, b.getFloatAttr(x.getType(), 0.0));
+    op->setOperand(0, b.create<arith::SelectOp>(loc, nan, zero, x));
+    b.setInsertionPointAfter(op);
+    auto guarded = b.create<arith::SelectOp>(loc, nan, x, op->getResult(0));
+    op->getResult(0).replaceAllUsesExcept(guarded.getResult(), guarded);
+  }
+}
+
 /// exp/log/... as polynomials on arith ops: LLVM vectorizes those loops,
 /// while calls to libm's expf would stay scalar (~4x slower here). On hosts
 /// without a bf16 conversion instruction, arith.extf/truncf of bf16 become
 /// integer arithmetic (round to nearest even, NaN kept), which vectorizes.
 LogicalResult approximateMath(ModuleOp kernels) {
   keepSubnormals(kernels, hostConvertsBF16());
+  guardNaNs(kernels);
   RewritePatternSet patterns(kernels.getContext());
   populateMathPolynomialApproximationPatterns(patterns);
   if (!hostConvertsBF16())
@@ -285,7 +315,7 @@ std::string loweringDescription(MLIRContext *context) {
     PassManager pm(context);
     addLoweringPasses(pm);
     llvm::raw_string_ostream os(description);
-    os << "kiln-keep-subnormals;math-polynomial-approximation(greedy);";
+    os << "kiln-keep-subnormals;kiln-nan-guard;math-polynomial-approximation(greedy);";
     if (!hostConvertsBF16())
       os << "arith-expand-bf16(greedy);";
     pm.printAsTextualPipeline(os);

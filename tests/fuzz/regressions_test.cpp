@@ -182,6 +182,16 @@ TEST(FuzzRegression, Seed11000_Graph684) {
                                 "budget=1 remat=1 autocast=bfloat16 batch2=0", 10677671072598639199u);
 }
 
+// A graph break's value (item() of a sum holding a NaN) is baked into the
+// next segment as a constant, so gelu_tanh's exp polynomial saw a constant
+// NaN; its clamps let the NaN through to an fptosi, poison in LLVM, and the
+// folded kernel stored 0 or garbage instead of NaN. Math ops are NaN-guarded
+// before the approximation now (codegen/cpu/LowerToLLVM.cpp, guardNaNs).
+TEST(FuzzRegression, Seed30000_Graph3383) {
+  expect_compiled_matches_eager("B=2 x[2,12] ; masked_nan(0;;0x1.1f05b33655575p+0) item_scale(1;;0x0p+0) gelu_tanh(2;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0", 5054178056214963898u);
+}
+
 // A scalar gradient (p1 [1, 1] of p1 * x) sums 60 products of x with a
 // bfloat16 linear's input gradient; the sum cancels (2.2 from terms of a few
 // units), so one 16-bit rounding step of the inputs moves it by 0.058: the
