@@ -13,16 +13,8 @@
 namespace kiln::zoo {
 namespace {
 
-std::map<std::string, ModelSpec> &registry() {
-  static std::map<std::string, ModelSpec> models;
-  return models;
-}
-
-std::vector<std::string> model_names() {
-  std::vector<std::string> names;
-  for (const auto &entry : registry()) names.push_back(entry.first);
-  return names;
-}
+std::map<std::string, ModelSpec> &registry() { return model_registry<ModelSpec>(); }
+std::vector<std::string> model_names() { return registered_model_names<ModelSpec>(); }
 
 /// One variant of a model (eager or compiled): its module, optimizer, step.
 struct Variant {

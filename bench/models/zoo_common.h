@@ -6,12 +6,27 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace kiln::zoo {
+
+/// The models of one binary by name (kiln-zoo's and kiln-zoo-libtorch's
+/// ModelSpec types differ; each file registers into its own).
+template <class Spec> std::map<std::string, Spec> &model_registry() {
+  static std::map<std::string, Spec> models;
+  return models;
+}
+
+/// The names in model_registry<Spec>(), sorted (what --model accepts).
+template <class Spec> std::vector<std::string> registered_model_names() {
+  std::vector<std::string> names;
+  for (const auto &entry : model_registry<Spec>()) names.push_back(entry.first);
+  return names;
+}
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;

@@ -19,16 +19,8 @@ namespace {
 /// Threads when $OMP_NUM_THREADS is unset (bench/peers/harness.py's default).
 constexpr int kDefaultThreads = 2;
 
-std::map<std::string, ModelSpec> &registry() {
-  static std::map<std::string, ModelSpec> models;
-  return models;
-}
-
-std::vector<std::string> model_names() {
-  std::vector<std::string> names;
-  for (const auto &entry : registry()) names.push_back(entry.first);
-  return names;
-}
+std::map<std::string, ModelSpec> &registry() { return model_registry<ModelSpec>(); }
+std::vector<std::string> model_names() { return registered_model_names<ModelSpec>(); }
 
 /// The eager model, its optimizer and the training step.
 struct Eager {
