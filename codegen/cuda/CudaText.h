@@ -90,6 +90,9 @@ struct KernelContext {
 mlir::LogicalResult prepareContext(KernelContext &k, std::string *error);
 /// `extern "C" __global__ void <name>(<params>)`.
 std::string signature(const KernelContext &k, llvm::StringRef name);
+/// The kernel `name` with `source` (what follows the prelude), the
+/// context's parameters and `launch`.
+EmittedKernel finishKernel(const KernelContext &k, llvm::StringRef name, std::string source, LaunchRule launch);
 /// Decomposes the linear index `linear` over `dims` of `shape` (row-major
 /// among them) into `c<d>` variables.
 void emitCoords(Writer &w, const KernelContext &k, const std::string &linear, const std::vector<Expr> &shape,

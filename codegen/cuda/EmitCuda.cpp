@@ -291,6 +291,15 @@ LogicalResult prepareContext(KernelContext &k, std::string *error) {
   return success();
 }
 
+EmittedKernel finishKernel(const KernelContext &k, llvm::StringRef name, std::string source, LaunchRule launch) {
+  EmittedKernel kernel;
+  kernel.name = name.str();
+  kernel.source = std::move(source);
+  kernel.params = k.params;
+  kernel.launch = std::move(launch);
+  return kernel;
+}
+
 std::string signature(const KernelContext &k, llvm::StringRef name) {
   std::string s = "extern \"C\" __global__ void " + name.str() + "(";
   for (size_t i = 0; i < k.params.size(); ++i)

@@ -149,12 +149,8 @@ FailureOr<EmittedKernel> emitPointwise(KernelContext &k, llvm::StringRef name, s
     return failure();
   w.close();
   w.close();
-  EmittedKernel kernel;
-  kernel.name = name.str();
-  kernel.source = w.text();
-  kernel.params = k.params;
-  kernel.launch = gridStrideRule(k, KernelKind::Pointwise, space, k.generic ? &k.generic->results[0] : nullptr, width);
-  return kernel;
+  return finishKernel(k, name, w.text(),
+                      gridStrideRule(k, KernelKind::Pointwise, space, k.generic ? &k.generic->results[0] : nullptr, width));
 }
 
 LogicalResult emitIndexChecks(Writer &w, KernelContext &k, std::string *error) {
@@ -177,15 +173,19 @@ LogicalResult emitIndexChecks(Writer &w, KernelContext &k, std::string *error) {
     // The index at the current coordinates: operands of the index's chain
     // have the index's shape (a gather's space), read at those coordinates.
     auto load = [&](unsigned i) { return "kiln_load(" + k.inputs[i].ptr + "[" + offsetAt(k.inputs[i], coords) + "])"; };
+    // The index at position p of the index tensor (coordinates, then its chain).
+    auto indexAt = [&]() -> FailureOr<std::string> {
+      emitCoords(w, k, "p", shape, dims);
+      BodyEmitter body(k, w);
+      body.loadArgument = load;
+      body.coords = coords;
+      return body.value(index, error);
+    };
     const std::string status = k.statuses[check++];
     w.open("if (blockIdx.x == 0)");
     w.line("long long bad = 0x7fffffffffffffffLL;");
     w.open("for (long long p = threadIdx.x; p < " + extentOf(shape, dims).str() + "; p += blockDim.x)");
-    emitCoords(w, k, "p", shape, dims);
-    BodyEmitter scan(k, w);
-    scan.loadArgument = load;
-    scan.coords = coords;
-    FailureOr<std::string> value = scan.value(index, error);
+    FailureOr<std::string> value = indexAt();
     if (failed(value))
       return failure();
     w.line("if ((" + *value + " < 0 || " + *value + " >= " + std::to_string(limit) + "LL) && p < bad) bad = p;");
@@ -196,11 +196,7 @@ LogicalResult emitIndexChecks(Writer &w, KernelContext &k, std::string *error) {
     w.line(status + "[1] = 0;");
     w.open("if (bad != 0x7fffffffffffffffLL)");
     w.line("const long long p = bad;");
-    emitCoords(w, k, "p", shape, dims);
-    BodyEmitter at(k, w);
-    at.loadArgument = load;
-    at.coords = coords;
-    FailureOr<std::string> badValue = at.value(index, error);
+    FailureOr<std::string> badValue = indexAt();
     if (failed(badValue))
       return failure();
     w.line(status + "[1] = " + *badValue + ";");

@@ -312,12 +312,7 @@ FailureOr<EmittedKernel> emitRows(KernelContext &k, llvm::StringRef name, std::s
     indented += "    " + b.substr(start, end - start + 1);
     start = end + 1;
   }
-  EmittedKernel kernel;
-  kernel.name = name.str();
-  kernel.source = text + indented + "  }\n}\n";
-  kernel.params = k.params;
-  kernel.launch = rowRule(k, plan);
-  return kernel;
+  return finishKernel(k, name, text + indented + "  }\n}\n", rowRule(k, plan));
 }
 
 } // namespace kiln::codegen::cuda::detail

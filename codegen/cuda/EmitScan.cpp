@@ -125,12 +125,7 @@ FailureOr<EmittedKernel> emitScan(KernelContext &k, llvm::StringRef name, std::s
   w.line("__syncthreads();  // kiln_chunk is rewritten for the next line");
   w.close();
   w.close();
-  EmittedKernel kernel;
-  kernel.name = name.str();
-  kernel.source = w.text();
-  kernel.params = k.params;
-  kernel.launch = blockRule(KernelKind::Scan, shape, lines, 1);
-  return kernel;
+  return finishKernel(k, name, w.text(), blockRule(KernelKind::Scan, shape, lines, 1));
 }
 
 FailureOr<EmittedKernel> emitScatterAdd(KernelContext &k, llvm::StringRef name, std::string *error) {
@@ -174,12 +169,7 @@ FailureOr<EmittedKernel> emitScatterAdd(KernelContext &k, llvm::StringRef name, 
   w.line("kiln_store(" + k.results[0].ptr + " + i, acc);");
   w.close();
   w.close();
-  EmittedKernel kernel;
-  kernel.name = name.str();
-  kernel.source = w.text();
-  kernel.params = k.params;
-  kernel.launch = blockRule(KernelKind::ScatterAdd, shape, allDims(rank), kScanBlock);
-  return kernel;
+  return finishKernel(k, name, w.text(), blockRule(KernelKind::ScatterAdd, shape, allDims(rank), kScanBlock));
 }
 
 } // namespace kiln::codegen::cuda::detail
