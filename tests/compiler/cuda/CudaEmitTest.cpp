@@ -50,29 +50,8 @@ func.func @softmax(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
   return %2 : tensor<4x8xf32>
 })";
 
-const char *const kLayerNormBf16 = R"(
-func.func @layer_norm(%xb: tensor<6x4096xbf16>, %w: tensor<4096xf32>) -> (tensor<6x4096xbf16>, tensor<6x1xf32>) {
-  %x = kiln.convert %xb : tensor<6x4096xbf16> -> tensor<6x4096xf32>
-  %inv_n = kiln.constant 0.000244140625 : tensor<6x1xf32>
-  %eps = kiln.constant 1.0e-05 : tensor<6x1xf32>
-  %s = kiln.reduce_sum %x [1] : tensor<6x4096xf32> -> tensor<6xf32>
-  %sr = kiln.reshape %s : tensor<6xf32> -> tensor<6x1xf32>
-  %mean = kiln.mul %sr, %inv_n : tensor<6x1xf32>
-  %mb = kiln.broadcast %mean : tensor<6x1xf32> -> tensor<6x4096xf32>
-  %d = kiln.sub %x, %mb : tensor<6x4096xf32>
-  %sq = kiln.mul %d, %d : tensor<6x4096xf32>
-  %v = kiln.reduce_sum %sq [1] : tensor<6x4096xf32> -> tensor<6xf32>
-  %vr = kiln.reshape %v : tensor<6xf32> -> tensor<6x1xf32>
-  %var = kiln.mul %vr, %inv_n : tensor<6x1xf32>
-  %ve = kiln.add %var, %eps : tensor<6x1xf32>
-  %r = kiln.rsqrt %ve : tensor<6x1xf32>
-  %rb = kiln.broadcast %r : tensor<6x1xf32> -> tensor<6x4096xf32>
-  %n = kiln.mul %d, %rb : tensor<6x4096xf32>
-  %wb = kiln.broadcast %w : tensor<4096xf32> -> tensor<6x4096xf32>
-  %y = kiln.mul %n, %wb : tensor<6x4096xf32>
-  %yb = kiln.convert %y : tensor<6x4096xf32> -> tensor<6x4096xbf16>
-  return %yb, %mean : tensor<6x4096xbf16>, tensor<6x1xf32>
-})";
+const std::string kLayerNormBf16Text = kiln::test::layerNormBf16Text(6);
+const char *const kLayerNormBf16 = kLayerNormBf16Text.c_str();
 
 const char *const kColumnSum = R"(
 func.func @bias_grad(%g: tensor<64x24xf32>) -> tensor<24xf32> {

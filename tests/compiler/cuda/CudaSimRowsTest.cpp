@@ -215,32 +215,10 @@ func.func @layer_norm(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>) -> (tensor<2x3x8
 })");
 }
 
-// As the emitter's own test kernel (CudaEmitTest's kLayerNormBf16): bf16 in
+// The emitter's own test kernel (FuseForTests.h's layerNormBf16Text): bf16 in
 // and out, statistics in f32, a block per 4096-element row.
 TEST(CudaSimRows, LayerNormBf16LongRows) {
-  SimCaseRun run = runSimCase(R"(
-func.func @layer_norm(%xb: tensor<3x4096xbf16>, %w: tensor<4096xf32>) -> (tensor<3x4096xbf16>, tensor<3x1xf32>) {
-  %x = kiln.convert %xb : tensor<3x4096xbf16> -> tensor<3x4096xf32>
-  %inv_n = kiln.constant 0.000244140625 : tensor<3x1xf32>
-  %eps = kiln.constant 1.0e-05 : tensor<3x1xf32>
-  %s = kiln.reduce_sum %x [1] : tensor<3x4096xf32> -> tensor<3xf32>
-  %sr = kiln.reshape %s : tensor<3xf32> -> tensor<3x1xf32>
-  %mean = kiln.mul %sr, %inv_n : tensor<3x1xf32>
-  %mb = kiln.broadcast %mean : tensor<3x1xf32> -> tensor<3x4096xf32>
-  %d = kiln.sub %x, %mb : tensor<3x4096xf32>
-  %sq = kiln.mul %d, %d : tensor<3x4096xf32>
-  %v = kiln.reduce_sum %sq [1] : tensor<3x4096xf32> -> tensor<3xf32>
-  %vr = kiln.reshape %v : tensor<3xf32> -> tensor<3x1xf32>
-  %var = kiln.mul %vr, %inv_n : tensor<3x1xf32>
-  %ve = kiln.add %var, %eps : tensor<3x1xf32>
-  %r = kiln.rsqrt %ve : tensor<3x1xf32>
-  %rb = kiln.broadcast %r : tensor<3x1xf32> -> tensor<3x4096xf32>
-  %n = kiln.mul %d, %rb : tensor<3x4096xf32>
-  %wb = kiln.broadcast %w : tensor<4096xf32> -> tensor<3x4096xf32>
-  %y = kiln.mul %n, %wb : tensor<3x4096xf32>
-  %yb = kiln.convert %y : tensor<3x4096xf32> -> tensor<3x4096xbf16>
-  return %yb, %mean : tensor<3x4096xbf16>, tensor<3x1xf32>
-})");
+  SimCaseRun run = runSimCase(kiln::test::layerNormBf16Text(3));
   EXPECT_EQ(kiln::codegen::cuda::kindName(run.kernel.launch.kind), std::string("block-rows"));
 }
 
