@@ -88,6 +88,13 @@ SmallVector<Value> widenArgs(OpBuilder &nb, Location nl, ValueRange args) {
   return wide;
 }
 
+/// Float32 sums of more terms than this accumulate in float64: the eager
+/// kernels sum in cascade (kernels::contiguous_sum, error ~ log n ulp), a
+/// linalg reduction sums in loop order (error ~ n ulp); beyond this length
+/// the float64 accumulator keeps compiled sums as close to eager as to the
+/// exact sum (PyTorch's CPU batch_norm statistics also accumulate in double).
+constexpr int64_t kSequentialSumLimit = 1024;
+
 /// Emits kiln ops of one fusion body as linalg ops on tensors.
 class KernelEmitter {
 public:
@@ -190,6 +197,19 @@ public:
                                                  nb.create<linalg::YieldOp>(nl, r);
                                                });
     return generic.getResult(0);
+  }
+
+  /// True if reducing `input` over `dims` adds more than kSequentialSumLimit
+  /// elements into each result (or a reduced size is dynamic).
+  static bool longReduction(Value input, ArrayRef<int64_t> dims) {
+    auto type = cast<RankedTensorType>(input.getType());
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      if (type.isDynamicDim(d))
+        return true;
+      n *= type.getDimSize(d);
+    }
+    return n > kSequentialSumLimit;
   }
 
   /// Reduces `input` over `dims` with `combine(element, accumulator)`
@@ -347,14 +367,29 @@ public:
           });
         })
         .Case([&](ir::ReduceSumOp r) -> FailureOr<Value> {
-          return reduction(operands[0], r.getDims(), resultType, scalarAttr(element, 0.0),
-                           [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
-                             // reassoc lets LLVM vectorize the sum (the
-                             // order of additions changes, as in PyTorch).
-                             if (isFloat)
-                               return nb.create<arith::AddFOp>(nl, a[0], a[1], arith::FastMathFlags::reassoc);
-                             return nb.create<arith::AddIOp>(nl, a[0], a[1]);
-                           });
+          // A long float32 sum accumulates in float64 (sumAccumulator), then
+          // rounds once: a sequential float32 accumulation of n terms is off
+          // by up to n/2 ulp, which batch_norm's E[x^2] - E[x]^2 amplifies.
+          const bool wide = element.isF32() && longReduction(operands[0], r.getDims());
+          RankedTensorType accType = wide ? RankedTensorType::get(resultType.getShape(), b.getF64Type())
+                                          : resultType;
+          Value sum = reduction(operands[0], r.getDims(), accType, scalarAttr(accType.getElementType(), 0.0),
+                                [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                                  // reassoc lets LLVM vectorize the sum (the
+                                  // order of additions changes, as in PyTorch).
+                                  if (wide)
+                                    return nb.create<arith::AddFOp>(
+                                        nl, nb.create<arith::ExtFOp>(nl, nb.getF64Type(), a[0]), a[1],
+                                        arith::FastMathFlags::reassoc);
+                                  if (isFloat)
+                                    return nb.create<arith::AddFOp>(nl, a[0], a[1], arith::FastMathFlags::reassoc);
+                                  return nb.create<arith::AddIOp>(nl, a[0], a[1]);
+                                });
+          if (!wide)
+            return sum;
+          return elementwise(resultType, ValueRange{sum}, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+            return nb.create<arith::TruncFOp>(nl, nb.getF32Type(), a[0]);
+          });
         })
         // Row fusions only (the verifier's rowSpaceOf): both sides of a
         // reshape are emitted as the same [R] tensor; a broadcast reads the
