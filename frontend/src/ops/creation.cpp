@@ -27,6 +27,12 @@ void fill_cpu(const Tensor &out, double value) {
 }
 const dispatch::KernelRegistrar<FillKernel> fill_cpu_reg(fill_stub, DeviceType::CPU, fill_cpu);
 
+/// CUDA: a kiln.constant splat whose value is the kernel's scalar parameter.
+void fill_cuda(const Tensor &out, double value) {
+  dispatch::run_graph_kernel("fill", dispatch::graph_node(ir::OpKind::Constant), {}, {out}, {value});
+}
+const dispatch::KernelRegistrar<FillKernel> fill_cuda_reg(fill_stub, DeviceType::CUDA, fill_cuda);
+
 }  // namespace
 
 Tensor full(const Shape &shape, double value, DType dtype, Device device) {

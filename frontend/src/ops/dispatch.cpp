@@ -43,6 +43,41 @@ void clear_kernels_for(DeviceType type) {
   for (StubBase *s = g_stubs; s != nullptr; s = s->next_) s->table_[slot(type)] = nullptr;
 }
 
+namespace {
+GraphKernelRunner g_runners[kNumDeviceTypes] = {};
+}  // namespace
+
+void set_graph_kernel_runner(DeviceType type, GraphKernelRunner runner) { g_runners[slot(type)] = runner; }
+
+void run_graph_kernel(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs,
+                      const std::vector<Tensor> &outputs, const std::vector<double> &scalars) {
+  KILN_CHECK(!outputs.empty(), op, ": a graph kernel needs an output");
+  const DeviceType type = outputs[0].device().type;
+  GraphKernelRunner runner = g_runners[slot(type)];
+  KILN_CHECK(runner != nullptr, op, ": no kernel generator for ", device_type_name(type),
+             " in this binary (eager ", device_type_name(type), " ops are generated from their dialect form by the "
+             "`kiln` library: link kiln, not KilnEager alone)");
+  if (trace::skip_compute()) return;  // a lazy segment trace: values come from the compiled segment
+  runner(op, node, inputs, outputs, scalars);
+}
+
+bool device_has_zero(const char *op, const Tensor &t) {
+  (void)op;
+  const Tensor host = kernels::device_to_host(t);
+  const char *base = static_cast<const char *>(host.raw_data());
+  for (int64_t i = 0; i < host.numel(); ++i)
+    if (kernels::load_as_double(base, host.dtype(), i) == 0.0) return true;
+  return false;
+}
+
+ir::Node graph_node(ir::OpKind kind, std::vector<int64_t> ints, bool keepdim, double scalar, ir::Predicate predicate) {
+  ir::Node n{kind, {}, -1, std::move(ints)};
+  n.keepdim = keepdim;
+  n.scalar = scalar;
+  n.predicate = predicate;
+  return n;
+}
+
 static bool is_cpu_scalar(const Tensor &t) { return t.dim() == 0 && t.device().is_cpu(); }
 
 /// Folds `t` into the device found so far: `have` says whether one was,

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/ir/Graph.h"
 #include "kiln/tensor.h"
 
 namespace kiln::dispatch {
@@ -84,6 +85,36 @@ void register_cpu_kernels_for(DeviceType type);
 /// Removes every kernel of `type` from every table (tests of the no-kernel
 /// error; the CPU cannot be cleared).
 void clear_kernels_for(DeviceType type);
+
+/// Kernels generated from an op's dialect form (ARCHITECTURE.md, "the
+/// backend boundary"): on CUDA an eager op is not a hand-written kernel but
+/// its one-node ir::Graph (the node a trace records; `node.operands` and
+/// `node.result` are ignored) run by the device's graph-kernel runner, which
+/// emits, compiles and caches one shape-generic kernel per (op, attributes,
+/// dtypes, rank, size pattern) (frontend/src/cuda/graph_kernels.cpp, in the
+/// `kiln` library). `inputs` may be any strided views of the device;
+/// `outputs` are row-major tensors the kernel writes; `scalars` are the
+/// values of the graph's Constant nodes in order (a fill value).
+using GraphKernelRunner = void (*)(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs,
+                                   const std::vector<Tensor> &outputs, const std::vector<double> &scalars);
+
+/// Sets the runner of `type` (null clears it).
+void set_graph_kernel_runner(DeviceType type, GraphKernelRunner runner);
+
+/// Runs `node` over `inputs` into `outputs` on their device through its
+/// runner. Throws kiln::Error naming `op` when the device has none (a binary
+/// linked against KilnEager alone: link `kiln`).
+void run_graph_kernel(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs,
+                      const std::vector<Tensor> &outputs, const std::vector<double> &scalars = {});
+
+/// True if an element of `t` (any device) is zero: the integer division
+/// check of a device whose generated kernels cannot raise (copies `t` to the
+/// host, so it synchronizes).
+bool device_has_zero(const char *op, const Tensor &t);
+
+/// A node of `kind` with the attributes of a trace record (trace::Attrs).
+ir::Node graph_node(ir::OpKind kind, std::vector<int64_t> ints = {}, bool keepdim = false, double scalar = 0.0,
+                    ir::Predicate predicate = ir::Predicate::EQ);
 
 /// The one device check of every op: all defined tensors in `tensors` are on
 /// the same device, which is returned (kCPU when none is defined). A 0-d cpu

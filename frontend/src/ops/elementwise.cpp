@@ -461,6 +461,46 @@ void select_cpu(const Tensor &c, const Tensor &x, const Tensor &y, const Tensor 
 }
 const dispatch::KernelRegistrar<SelectKernel> select_cpu_reg(select_stub, DeviceType::CPU, select_cpu);
 
+// ---- CUDA: each op's dialect form through the CUDA C emitter (dispatch::run_graph_kernel) ----
+
+void binary_cuda(Bin op, const char *name, const Tensor &x, const Tensor &y, const Tensor &out) {
+  // Integer division by zero gives 0 in a generated kernel (codegen/cuda's
+  // prelude) where the CPU raises; checking needs a device reduction and a
+  // synchronization, so this raises as the CPU does, at that cost.
+  if (is_integer_division(op) && !is_floating_point(y.dtype()))
+    KILN_CHECK(!dispatch::device_has_zero(name, y), name, ": ZeroDivisionError: integer division by zero (an element "
+               "of the divisor is 0, dtype ", dtype_name(y.dtype()), ")");
+  dispatch::run_graph_kernel(name, dispatch::graph_node(binary_kind(op)), {x, y}, {out});
+}
+const dispatch::KernelRegistrar<BinaryKernel> binary_cuda_reg(binary_stub, DeviceType::CUDA, binary_cuda);
+
+ir::OpKind unary_kind(Un op) {
+  switch (op) {
+  case Un::Neg: return ir::OpKind::Neg;
+  case Un::Exp: return ir::OpKind::Exp;
+  case Un::Log: return ir::OpKind::Log;
+  case Un::Relu: return ir::OpKind::Relu;
+  case Un::Sqrt: return ir::OpKind::Sqrt;
+  case Un::Pow: return ir::OpKind::Pow;
+  }
+  return ir::OpKind::Neg;
+}
+
+void unary_cuda(Un op, double scalar, const char *name, const Tensor &x, const Tensor &out) {
+  dispatch::run_graph_kernel(name, dispatch::graph_node(unary_kind(op), {}, false, scalar), {x}, {out});
+}
+const dispatch::KernelRegistrar<UnaryKernel> unary_cuda_reg(unary_stub, DeviceType::CUDA, unary_cuda);
+
+void compare_cuda(ir::Predicate pred, const char *name, const Tensor &x, const Tensor &y, const Tensor &out) {
+  dispatch::run_graph_kernel(name, dispatch::graph_node(ir::OpKind::Compare, {}, false, 0.0, pred), {x, y}, {out});
+}
+const dispatch::KernelRegistrar<CompareKernel> compare_cuda_reg(compare_stub, DeviceType::CUDA, compare_cuda);
+
+void select_cuda(const Tensor &c, const Tensor &x, const Tensor &y, const Tensor &out) {
+  dispatch::run_graph_kernel("where", dispatch::graph_node(ir::OpKind::Select), {c, x, y}, {out});
+}
+const dispatch::KernelRegistrar<SelectKernel> select_cuda_reg(select_stub, DeviceType::CUDA, select_cuda);
+
 }  // namespace
 
 namespace kernels {

@@ -367,6 +367,11 @@ template <class T> T contiguous_max(const T *__restrict p, int64_t n) { return c
 /// captured constant on the device, as it is on the cpu.
 Tensor host_to_device(const Tensor &host, Device device);
 
+/// The values of `t` (any device, any layout) in a contiguous cpu tensor: a
+/// plain byte copy, no autograd, no trace record (kernel internals, such as
+/// a device kernel's host-side check). `t` itself when it is on the cpu.
+Tensor device_to_host(const Tensor &t);
+
 /// Copies `src` (any layout, any dtype) into the contiguous tensor `dst`
 /// (same shape), converting the element type.
 void copy_into_contiguous(const Tensor &src, const Tensor &dst);

@@ -139,6 +139,34 @@ void reduce_cpu(Red op, const Tensor &c, int64_t inner, const Tensor &out) {
 }
 const dispatch::KernelRegistrar<ReduceKernel> reduce_cpu_reg(reduce_stub, DeviceType::CPU, reduce_cpu);
 
+/// `t`'s memory seen as the row-major `sizes` (t contiguous with that numel):
+/// a kernel-internal view, not a traced op.
+Tensor row_major_view(const Tensor &t, const Shape &sizes) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->sizes = sizes;
+  impl->strides.assign(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d)
+    impl->strides[d] = impl->strides[d + 1] * sizes[d + 1];
+  return Tensor(impl);
+}
+
+/// CUDA: the dialect reduction over dim 1 of c seen as [outer, inner].
+void reduce_cuda(Red op, const Tensor &c, int64_t inner, const Tensor &out) {
+  const int64_t outer = out.numel();
+  const Tensor rows = row_major_view(c, {outer, inner}), result = row_major_view(out, {outer});
+  ir::OpKind kind = ir::OpKind::ReduceSum;
+  const char *name = "sum";
+  switch (op) {
+  case Red::Sum: break;
+  case Red::Max: kind = ir::OpKind::ReduceMax, name = "amax"; break;
+  case Red::Min: kind = ir::OpKind::ReduceMin, name = "amin"; break;
+  case Red::ArgMax: kind = ir::OpKind::ArgMax, name = "argmax"; break;
+  case Red::ArgMin: kind = ir::OpKind::ArgMin, name = "argmin"; break;
+  }
+  dispatch::run_graph_kernel(name, dispatch::graph_node(kind, {1}), {rows}, {result});
+}
+const dispatch::KernelRegistrar<ReduceKernel> reduce_cuda_reg(reduce_stub, DeviceType::CUDA, reduce_cuda);
+
 /// The backward of amax/amin over `dims` of x (its result `out`): ties share
 /// the gradient evenly (as torch.amax/amin). With `nan_aware` (max()/min()
 /// over all dims), a NaN result sends the gradient to the NaN elements, as

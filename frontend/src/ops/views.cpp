@@ -315,6 +315,12 @@ void copy_cpu(const Tensor &src, const Tensor &dst) {
 }
 const dispatch::KernelRegistrar<CopyKernel> copy_cpu_reg(copy_stub, DeviceType::CPU, copy_cpu);
 
+/// CUDA: kiln.convert (to dst's dtype; the same dtype is a strided copy).
+void copy_cuda(const Tensor &src, const Tensor &dst) {
+  dispatch::run_graph_kernel("copy", dispatch::graph_node(ir::OpKind::Convert), {src}, {dst});
+}
+const dispatch::KernelRegistrar<CopyKernel> copy_cuda_reg(copy_stub, DeviceType::CUDA, copy_cuda);
+
 /// Copies the bytes of the contiguous `src` into the contiguous `dst` (same
 /// dtype and size) on another device, through the non-cpu side's backend;
 /// between two non-cpu devices, through a host buffer.
@@ -340,6 +346,18 @@ void copy_into_contiguous(const Tensor &src, const Tensor &dst) {
   KILN_CHECK(src.device() == dst.device(), "copy: expected all tensors on the same device, got ", src.device().str(),
              " and ", dst.device().str());
   copy_stub("copy", dst.device().type, src, dst);
+}
+
+Tensor device_to_host(const Tensor &t) {
+  if (t.device().is_cpu()) return t;
+  Tensor c = t;
+  if (!t.is_contiguous()) {
+    c = Tensor::empty(t.sizes(), t.dtype(), t.device());
+    copy_into_contiguous(t, c);
+  }
+  Tensor host = Tensor::empty(t.sizes(), t.dtype());
+  copy_across_devices(c, host);
+  return host;
 }
 
 Tensor host_to_device(const Tensor &host, Device device) {

@@ -1,0 +1,79 @@
+// kiln/codegen/EagerCuda.h - one eager op as a shape-generic CUDA kernel:
+// the op's dialect form (a one-node ir::Graph, the same form a trace
+// records) through kiln-fuse and the CUDA C emitter (codegen/cuda), made
+// shape-generic by comparing it with the same graph at other sizes
+// (GeneralizeKernel.h). Eager CUDA ops run these kernels (frontend/src/cuda/);
+// no CUDA kernel is written by hand per op (ARCHITECTURE.md, "the backend
+// boundary").
+//
+//   ir::Graph g = ..., ref = ...;   // the same op at two sets of sizes
+//   EagerCudaKernel k;
+//   if (!emitEagerCudaKernel(g, ref, "kiln_eager_add_f32_r2", &k, &error)) throw ...;
+//   device->load_kernels(k.source, {k.name});     // NVRTC or the simulator
+//   // per call: fill each parameter from the call's tensors (EagerCudaParam)
+//   //           and launch k.gridBlocks(sizes) x k.block_threads threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/Graph.h"
+
+namespace kiln::codegen {
+
+/// One kernel parameter, in order, and where its value comes from.
+struct EagerCudaParam {
+  enum class Kind {
+    Input,  ///< a pointer to graph input `index`'s first element (`const T *`)
+    Output, ///< a pointer to graph output `index`'s first element, row-major (`T *`)
+    Status, ///< index-check status word `index`: a `long long *` to 2 device int64s (runtime/IndexCheck.h)
+    Size,   ///< size class `index`: `long long` (sizeOf[index] says which tensor dim holds it)
+    Stride, ///< the stride (elements) of graph input `index`, dim `dim`: `long long`
+    Scalar, ///< scalar constant `index` of the graph (in node order): `ctype` by value
+  };
+  Kind kind = Kind::Input;
+  int index = 0;
+  int dim = 0;
+  std::string ctype; ///< its C type ("long long", "float", "double", pointer types)
+};
+
+/// Where a size class's value is read at launch: dim `dim` of graph input
+/// (or, when `output`, graph output) `index`.
+struct EagerSizeSource {
+  bool output = false;
+  int index = 0;
+  int dim = 0;
+};
+
+/// A printed, shape-generic kernel and its launch rule (EmitCuda.h's
+/// LaunchRule: grid-stride loops, so any grid is correct).
+struct EagerCudaKernel {
+  std::string name;                   ///< the extern "C" symbol
+  std::string source;                 ///< the whole text to compile (the emitter's prelude + the kernel)
+  std::string kind;                   ///< "pointwise", "warp-rows", "block-rows", "scan", "scatter-add"
+  std::vector<EagerCudaParam> params; ///< in order
+  std::vector<EagerSizeSource> sizeOf; ///< per size class
+  int64_t block_threads = 256;
+  int64_t static_work = 1;            ///< work items = static_work * product of work_classes' sizes
+  std::vector<int> work_classes;
+  int64_t work_per_block = 1;
+  int64_t max_blocks = 65536;
+  int64_t dynamic_shared_bytes = 0;
+
+  /// gridDim.x for these size-class values: ceil(work / work_per_block) in [1, max_blocks].
+  int64_t gridBlocks(const std::vector<int64_t> &class_sizes) const;
+};
+
+/// Builds `graph` (one node over graph inputs, its outputs returned) and
+/// `reference` (the same graph with other sizes: every dim that should be
+/// dynamic differs, pairs of sizes tell dims of one class), runs kiln-fuse on
+/// both, and emits the one fusion as a shape-generic kernel named `name`.
+/// Every input stride is a run-time parameter (the inputs may be any strided
+/// view; outputs are row-major). Returns false with `*error` naming the op
+/// when the op's form is not one fusion over the graph's inputs or the
+/// emitter does not support it yet; never emits wrong code.
+bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, const std::string &name,
+                         EagerCudaKernel *out, std::string *error);
+
+} // namespace kiln::codegen

@@ -1,0 +1,203 @@
+// Eager ops on CUDA tensors (the CUDA-on-CPU simulator, KILN_CUDA_SIM=1):
+// each op runs its dialect form through the CUDA C emitter
+// (frontend/src/cuda/graph_kernels.cpp) and must match the CPU's result on
+// the same values: bit for bit for exact ops (integer math, comparisons,
+// selection, copies, relu, neg), to a few ulp for the float math. One
+// compiled kernel serves every shape of a size pattern.
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "kiln/runtime/cuda/Nvrtc.h"
+
+namespace kiln::cuda_eager {  // frontend/src/cuda/graph_kernels.cpp
+size_t emitted_kernel_count();
+std::vector<std::array<std::string, 3>> emitted_kernels();
+}
+
+namespace kiln {
+namespace {
+
+const Device kCuda0{DeviceType::CUDA, 0};
+
+class CudaEager : public ::testing::Test {
+protected:
+  void SetUp() override { ::setenv("KILN_CUDA_SIM", "1", 1); }
+};
+
+/// Largest |a - b| / max(1, |b|) over the elements (both moved to the cpu as float64).
+double max_relative(const Tensor &a, const Tensor &b) {
+  const std::vector<double> x = a.cpu().to(kFloat64).to_vector<double>(), y = b.cpu().to(kFloat64).to_vector<double>();
+  EXPECT_EQ(x.size(), y.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    worst = std::max(worst, std::abs(x[i] - y[i]) / std::max(1.0, std::abs(y[i])));
+  }
+  return worst;
+}
+
+bool bitwise_equal(const Tensor &a, const Tensor &b) {
+  Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
+  return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
+         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * itemsize(x.dtype())) == 0;
+}
+
+TEST_F(CudaEager, BinaryOpsMatchTheCpu) {
+  manual_seed(1);
+  Tensor a = randn({5, 7}), b = randn({5, 7}) + 3.0;
+  Tensor da = a.to(kCuda0), db = b.to(kCuda0);
+  EXPECT_TRUE(bitwise_equal(da + db, a + b));
+  EXPECT_TRUE(bitwise_equal(da - db, a - b));
+  EXPECT_TRUE(bitwise_equal(da * db, a * b));
+  EXPECT_TRUE(bitwise_equal(da / db, a / b));
+  EXPECT_TRUE(bitwise_equal(maximum(da, db), maximum(a, b)));
+  EXPECT_EQ((da + db).device(), kCuda0);
+}
+
+TEST_F(CudaEager, BroadcastAndTransposedViewsReadThroughStrides) {
+  manual_seed(2);
+  Tensor a = randn({4, 6}), row = randn({6}), t = randn({6, 4});
+  Tensor da = a.to(kCuda0), drow = row.to(kCuda0), dt = t.to(kCuda0);
+  EXPECT_TRUE(bitwise_equal(da + drow, a + row));
+  EXPECT_TRUE(bitwise_equal(da * dt.transpose(0, 1), a * t.transpose(0, 1)));
+  EXPECT_TRUE(bitwise_equal(da.narrow(1, 2, 3) - 1.5, a.narrow(1, 2, 3) - 1.5));
+}
+
+TEST_F(CudaEager, UnaryMathAndPow) {
+  manual_seed(3);
+  Tensor a = rand({33, 9}) + 0.1;
+  Tensor da = a.to(kCuda0);
+  EXPECT_TRUE(bitwise_equal(-da, -a));
+  EXPECT_TRUE(bitwise_equal(relu(da - 0.5), relu(a - 0.5)));
+  EXPECT_LE(max_relative(exp(da), exp(a)), 1e-6);
+  EXPECT_LE(max_relative(log(da), log(a)), 1e-6);
+  EXPECT_LE(max_relative(sqrt(da), sqrt(a)), 1e-6);
+  EXPECT_LE(max_relative(pow(da, 2.5), pow(a, 2.5)), 1e-6);
+}
+
+TEST_F(CudaEager, ComparisonsAndWhere) {
+  manual_seed(4);
+  Tensor a = randn({3, 8}), b = randn({3, 8});
+  Tensor da = a.to(kCuda0), db = b.to(kCuda0);
+  EXPECT_TRUE(bitwise_equal(lt(da, db), lt(a, b)));
+  EXPECT_TRUE(bitwise_equal(ge(da, db), ge(a, b)));
+  EXPECT_TRUE(bitwise_equal(eq(da, da), eq(a, a)));
+  EXPECT_TRUE(bitwise_equal(where(lt(da, db), da, db), where(lt(a, b), a, b)));
+}
+
+TEST_F(CudaEager, IntegerMathIsExactAndDivisionByZeroRaises) {
+  Tensor a = tensor(std::vector<int64_t>{7, -7, 9, -9, 1LL << 40, 0}, {6});
+  Tensor b = tensor(std::vector<int64_t>{2, 2, -4, -4, 3, 5}, {6});
+  Tensor da = a.to(kCuda0), db = b.to(kCuda0);
+  EXPECT_TRUE(bitwise_equal(da + db, a + b));
+  EXPECT_TRUE(bitwise_equal(da * db, a * b));
+  EXPECT_TRUE(bitwise_equal(floor_divide(da, db), floor_divide(a, b)));
+  EXPECT_TRUE(bitwise_equal(remainder(da, db), remainder(a, b)));
+  EXPECT_TRUE(bitwise_equal(fmod(da, db), fmod(a, b)));
+  Tensor zero = tensor(std::vector<int64_t>{1, 0, 1, 1, 1, 1}, {6}).to(kCuda0);
+  try {
+    (void)floor_divide(da, zero);
+    ADD_FAILURE() << "integer division by zero on cuda did not raise";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("ZeroDivisionError"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaEager, CopiesAndConversions) {
+  manual_seed(6);
+  Tensor a = randn({5, 3});
+  Tensor da = a.to(kCuda0);
+  EXPECT_TRUE(bitwise_equal(da.transpose(0, 1).contiguous(), a.transpose(0, 1).contiguous()));
+  for (DType dt : {kFloat16, kBFloat16, kFloat64, kInt64})
+    EXPECT_TRUE(bitwise_equal(da.to(dt), a.to(dt))) << dtype_name(dt);
+  EXPECT_TRUE(bitwise_equal(full({2, 3}, 0.37, kFloat32, kCuda0), full({2, 3}, 0.37)));
+}
+
+TEST_F(CudaEager, ReductionsMatchTheCpu) {
+  manual_seed(7);
+  for (Shape shape : {Shape{6, 10}, Shape{3, 2000}, Shape{50, 4, 3}}) {
+    Tensor a = randn(shape);
+    Tensor da = a.to(kCuda0);
+    EXPECT_LE(max_relative(sum(da, {-1}), sum(a, {-1})), 1e-5) << shape_str(shape);
+    EXPECT_LE(max_relative(sum(da, {0}, /*keepdim=*/true), sum(a, {0}, true)), 1e-5) << shape_str(shape);
+    EXPECT_LE(max_relative(mean(da), mean(a)), 1e-5) << shape_str(shape);
+    EXPECT_TRUE(bitwise_equal(amax(da, {-1}), amax(a, {-1}))) << shape_str(shape);
+    EXPECT_TRUE(bitwise_equal(amin(da, {0}), amin(a, {0}))) << shape_str(shape);
+    EXPECT_TRUE(bitwise_equal(argmax(da, -1), argmax(a, -1))) << shape_str(shape);
+    EXPECT_TRUE(bitwise_equal(argmin(da, 0), argmin(a, 0))) << shape_str(shape);
+  }
+}
+
+TEST_F(CudaEager, OneKernelServesEveryShapeOfAPattern) {
+  manual_seed(5);
+  (void)(randn({3, 4}).to(kCuda0) * randn({3, 4}).to(kCuda0));
+  const size_t before = cuda_eager::emitted_kernel_count();
+  for (int64_t n : {2, 5, 17, 300}) {
+    Tensor a = randn({n, n + 1}), b = randn({n, n + 1});
+    EXPECT_TRUE(bitwise_equal(a.to(kCuda0) * b.to(kCuda0), a * b)) << n;
+  }
+  EXPECT_EQ(cuda_eager::emitted_kernel_count(), before);
+}
+
+/// One op of every family this file tests, at two ranks and several dtypes.
+void run_every_family() {
+  const Device c = kCuda0;
+  for (DType dt : {kFloat32, kFloat64, kInt64}) {
+    Tensor a = (rand({4, 5}) * 4.0 + 1.0).to(dt).to(c), b = (rand({4, 5}) * 4.0 + 1.0).to(dt).to(c);
+    (void)(a + b), (void)(a * b), (void)(a - b), (void)maximum(a, b), (void)lt(a, b), (void)where(lt(a, b), a, b);
+    (void)sum(a, {1}), (void)amax(a, {0}), (void)argmax(a, 1), (void)a.transpose(0, 1).contiguous();
+    if (dt != kInt64) (void)exp(a), (void)log(a), (void)pow(a, 1.5), (void)(a / b);
+    else (void)floor_divide(a, b), (void)remainder(a, b);
+  }
+  Tensor x = rand({3, 2000}).to(c);
+  (void)sum(x, {1}), (void)argmin(x, 1), (void)x.to(kBFloat16), (void)x.to(kFloat16), (void)full({7}, 2.0, kFloat32, c);
+  Tensor y = rand({2, 3, 4}).to(c);
+  (void)(y * y), (void)relu(y), (void)-y, (void)sum(y, {0, 2});
+}
+
+TEST_F(CudaEager, EveryKernelCompilesWithNvrtcWithoutSpills) {
+  if (!runtime::cuda::nvrtc_available()) GTEST_SKIP() << "skipped: " << runtime::cuda::nvrtc_unavailable_reason();
+  manual_seed(8);
+  run_every_family();
+  runtime::cuda::NvrtcCompilerOptions options;
+  options.cache_dir = "";  // no disk cache: the point is to compile
+  runtime::cuda::NvrtcCompiler nvrtc(options);
+  const auto kernels = cuda_eager::emitted_kernels();
+  EXPECT_GE(kernels.size(), 30u);
+  for (const auto &[name, source, kind] : kernels) {
+    runtime::cuda::KernelSource src;
+    src.code = source;
+    src.kernel_names = {name};
+    src.file_name = name + ".cu";
+    try {
+      const runtime::cuda::CompiledModule m = nvrtc.compile(src, 90);
+      EXPECT_GT(m.binary.size(), 0u) << name;
+      const runtime::cuda::KernelResources *r = m.kernel(name);
+      ASSERT_NE(r, nullptr) << m.log;
+      EXPECT_EQ(r->spill_store_bytes + r->spill_load_bytes, 0) << name << " (" << kind << ")\n" << m.log;
+    } catch (const std::exception &e) {
+      ADD_FAILURE() << name << " (" << kind << "): " << e.what();
+    }
+  }
+}
+
+TEST_F(CudaEager, MixingDevicesNamesTheOpAndBothDevices) {
+  Tensor a = ones({3}).to(kCuda0), b = ones({3});
+  try {
+    (void)(a + b);
+    ADD_FAILURE() << "cuda + cpu did not raise";
+  } catch (const Error &e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("add"), std::string::npos) << what;
+    EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
+    EXPECT_NE(what.find("cpu"), std::string::npos) << what;
+  }
+}
+
+} // namespace
+} // namespace kiln
