@@ -124,9 +124,23 @@ bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, con
   if (failed(kernel))
     return fail(why);
 
+  // Scalar parameter k is the k-th constant of the fusion body, whose order
+  // kiln-fuse chose; the graph's Constant nodes are told apart by value.
+  std::vector<double> constants;
+  for (const ir::Node &n : graph.nodes)
+    if (n.kind == ir::OpKind::Constant) constants.push_back(n.scalar);
+  std::vector<int> constantOfScalar;
+  for (double value : scalarArguments(self.fusion, *generic)) {
+    auto it = std::find(constants.begin(), constants.end(), value);
+    if (it == constants.end() || std::count(constants.begin(), constants.end(), value) != 1)
+      return fail("the graph's Constant nodes must have distinct values (they name the scalar parameters)");
+    constantOfScalar.push_back(static_cast<int>(it - constants.begin()));
+  }
+
   EagerCudaKernel k;
   k.name = kernel->name;
   k.source = cuda::cudaPrelude() + kernel->source;
+  k.body_offset = cuda::cudaPrelude().size();
   k.kind = cuda::kindName(kernel->launch.kind);
   const int operands = static_cast<int>(self.inputOf.size());
   for (const cuda::KernelParam &p : kernel->params) {
@@ -156,7 +170,7 @@ bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, con
       break;
     case cuda::KernelParam::Role::Scalar:
       q.kind = EagerCudaParam::Kind::Scalar;
-      q.index = p.index;
+      q.index = constantOfScalar[static_cast<size_t>(p.index)];
       break;
     }
     k.params.push_back(q);

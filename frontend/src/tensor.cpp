@@ -351,6 +351,37 @@ void inplace_cpu(Inplace op, const Tensor &t, const Tensor *other, double scalar
 }
 const dispatch::KernelRegistrar<InplaceKernel> inplace_cpu_reg(inplace_stub, DeviceType::CPU, inplace_cpu);
 
+/// CUDA: one generated kernel computing in float64 (as inplace_apply) and
+/// writing t's dtype over t itself.
+void inplace_cuda(Inplace op, const Tensor &t, const Tensor *other, double scalar) {
+  const char *name = op == Inplace::Fill ? "fill_" : op == Inplace::Copy ? "copy_" : op == Inplace::Add ? "add_" : "mul_";
+  KILN_CHECK(t.is_contiguous(), name, ": in-place updates of a non-contiguous ", t.device().str(),
+             " tensor are not supported yet (strides ", shape_str(t.strides()), "); update a contiguous tensor");
+  dispatch::GraphMaker g;
+  std::vector<Tensor> inputs;
+  int result = -1;
+  switch (op) {
+  case Inplace::Fill: result = g.convert(g.constant(scalar, t.sizes(), kFloat64), t.dtype()); break;
+  case Inplace::Copy: result = g.convert(g.input(*other), t.dtype()), inputs = {*other}; break;
+  case Inplace::Add: {
+    const int x = g.convert(g.input(t), kFloat64), y = g.convert(g.input(*other), kFloat64);
+    const int sum = g.binary(ir::OpKind::Add, x, g.binary(ir::OpKind::Mul, y, g.constant(scalar, x)));
+    result = g.convert(sum, t.dtype());
+    inputs = {t, *other};
+    break;
+  }
+  case Inplace::Mul: {
+    const int x = g.convert(g.input(t), kFloat64);
+    result = g.convert(g.binary(ir::OpKind::Mul, x, g.constant(scalar, x)), t.dtype());
+    inputs = {t};
+    break;
+  }
+  }
+  g.output(result);
+  g.run(name, inputs, {t});
+}
+const dispatch::KernelRegistrar<InplaceKernel> inplace_cuda_reg(inplace_stub, DeviceType::CUDA, inplace_cuda);
+
 }  // namespace
 
 Tensor &Tensor::zero_() { return fill_(0.0); }

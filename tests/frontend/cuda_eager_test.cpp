@@ -186,6 +186,63 @@ TEST_F(CudaEager, EveryKernelCompilesWithNvrtcWithoutSpills) {
   }
 }
 
+/// Losses of `steps` AdamW steps of a 64-128-10 MLP with cross-entropy on a
+/// fixed batch, on `device` (the same initial weights on every device).
+std::vector<double> mlp_losses(Device device, int steps) {
+  manual_seed(11);
+  auto mlp = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
+  Tensor x = rand({32, 64}), y = clamp(floor(rand({32}) * 10.0), 0.0, 9.0).to(kInt64);
+  mlp->to(device);
+  x = x.to(device), y = y.to(device);
+  optim::AdamW opt(mlp->parameters(), optim::AdamWOptions(2e-3));
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::cross_entropy(mlp->forward(x), y);
+    loss.backward();
+    (void)nn::utils::clip_grad_norm_(mlp->parameters(), 1e9);
+    opt.step();
+    losses.push_back(loss.item());
+  }
+  return losses;
+}
+
+TEST_F(CudaEager, MlpTrainingMatchesTheCpuFor20Steps) {
+  const std::vector<double> cpu = mlp_losses(kCPU, 20), cuda = mlp_losses(kCuda0, 20);
+  ASSERT_EQ(cpu.size(), cuda.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
+  EXPECT_LT(cuda.back(), cuda.front());
+}
+
+/// One step of `make_optimizer` on a parameter with a fixed gradient, on `device`.
+template <class MakeOptimizer> std::vector<float> one_step(Device device, MakeOptimizer make_optimizer) {
+  manual_seed(3);
+  Tensor w = randn({37}), g = randn({37});
+  Tensor p = w.to(device).requires_grad_(true);
+  auto opt = make_optimizer(p);
+  for (int i = 0; i < 3; ++i) {
+    p.set_grad(g.to(device) * (1.0 + i));
+    opt.step();
+  }
+  return p.detach().cpu().to_vector<float>();
+}
+
+TEST_F(CudaEager, OptimizerStepsMatchTheCpu) {
+  auto expect_close = [](const std::vector<float> &cuda, const std::vector<float> &cpu, const char *what) {
+    ASSERT_EQ(cuda.size(), cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-6 * (1 + std::abs(cpu[i]))) << what << " " << i;
+  };
+  auto adamw = [](const Tensor &p) { return optim::AdamW({p}, optim::AdamWOptions(0.1).weight_decay(0.1)); };
+  auto adam = [](const Tensor &p) { return optim::Adam({p}, optim::AdamOptions(0.1).weight_decay(0.1).amsgrad(true)); };
+  auto sgd = [](const Tensor &p) { return optim::SGD({p}, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01)); };
+  auto rms = [](const Tensor &p) { return optim::RMSprop({p}, optim::RMSpropOptions(0.01).momentum(0.5).centered(true)); };
+  expect_close(one_step(kCuda0, adamw), one_step(kCPU, adamw), "adamw");
+  expect_close(one_step(kCuda0, adam), one_step(kCPU, adam), "adam amsgrad");
+  expect_close(one_step(kCuda0, sgd), one_step(kCPU, sgd), "sgd nesterov");
+  expect_close(one_step(kCuda0, rms), one_step(kCPU, rms), "rmsprop centered");
+}
+
 TEST_F(CudaEager, MixingDevicesNamesTheOpAndBothDevices) {
   Tensor a = ones({3}).to(kCuda0), b = ones({3});
   try {

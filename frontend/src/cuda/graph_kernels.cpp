@@ -13,6 +13,8 @@
 // pattern.
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -37,44 +39,26 @@ using codegen::EagerCudaParam;
 /// kernel (codegen/cuda's kWarpRowLimit).
 constexpr int64_t kWarpRowLimit = 1024;
 
-ir::ElementType element_type(DType t) {
-  switch (t) {
-  case DType::Float32: return ir::ElementType::F32;
-  case DType::Float16: return ir::ElementType::F16;
-  case DType::BFloat16: return ir::ElementType::BF16;
-  case DType::Int64: return ir::ElementType::I64;
-  case DType::Bool: return ir::ElementType::Bool;
-  case DType::Float64: return ir::ElementType::F64;
-  case DType::Int32: return ir::ElementType::I32;
-  }
-  return ir::ElementType::F32;
-}
-
-/// Per tensor (inputs, then outputs), per dim: -1 for a size-1 dim, else
-/// the size class (dims of equal size share one).
+/// Per graph value, per dim: -1 for a size-1 dim, else the size class
+/// (dims of equal size share one).
 struct SizePattern {
   std::vector<std::vector<int>> classes;
-  std::vector<int64_t> class_size;  ///< this call's size of each class
 };
 
-SizePattern size_pattern(const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs) {
+SizePattern size_pattern(const ir::Graph &g) {
   SizePattern p;
   std::map<int64_t, int> class_of;
-  auto add = [&](const Tensor &t) {
+  for (const ir::Value &v : g.values) {
     std::vector<int> c;
-    for (int64_t s : t.sizes()) {
+    for (int64_t s : v.shape) {
       if (s == 1) {
         c.push_back(-1);
         continue;
       }
-      auto [it, fresh] = class_of.try_emplace(s, static_cast<int>(p.class_size.size()));
-      if (fresh) p.class_size.push_back(s);
-      c.push_back(it->second);
+      c.push_back(class_of.try_emplace(s, static_cast<int>(class_of.size())).first->second);
     }
     p.classes.push_back(std::move(c));
-  };
-  for (const Tensor &t : inputs) add(t);
-  for (const Tensor &t : outputs) add(t);
+  }
   return p;
 }
 
@@ -83,29 +67,38 @@ bool is_reduction(ir::OpKind kind) {
          kind == ir::OpKind::ArgMax || kind == ir::OpKind::ArgMin;
 }
 
-/// The reduced extent of a reduction node over `input` (1 for other ops).
-int64_t reduced_extent(const ir::Node &node, const Tensor &input) {
-  if (!is_reduction(node.kind)) return 1;
-  int64_t n = 1;
-  for (int64_t d : node.ints) n *= input.size(d);
-  return n;
+/// True if a reduction of `g` reduces more than kWarpRowLimit elements per result.
+bool has_long_rows(const ir::Graph &g) {
+  for (const ir::Node &n : g.nodes) {
+    if (!is_reduction(n.kind) || n.operands.empty()) continue;
+    const std::vector<int64_t> &shape = g.values[static_cast<size_t>(n.operands[0])].shape;
+    int64_t extent = 1;
+    for (int64_t d : n.ints) extent *= shape[static_cast<size_t>(d < 0 ? d + static_cast<int64_t>(shape.size()) : d)];
+    if (extent > kWarpRowLimit) return true;
+  }
+  return false;
 }
 
-std::string cache_key(const ir::Node &node, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs,
-                      const SizePattern &p, bool long_rows, size_t scalars) {
-  std::string key = ir::toString(node.kind);
-  for (int64_t i : node.ints) key += "," + std::to_string(i);
-  uint64_t bits;
-  std::memcpy(&bits, &node.scalar, sizeof bits);
-  key += "|k" + std::to_string(node.keepdim) + "|s" + std::to_string(bits) + "|p" +
-         std::to_string(static_cast<int>(node.predicate)) + "|n" + std::to_string(scalars) + (long_rows ? "|long" : "");
-  size_t t = 0;
-  for (const std::vector<Tensor> *list : {&inputs, &outputs})
-    for (const Tensor &x : *list) {
-      key += std::string("|") + dtype_name(x.dtype()) + ":";
-      for (int c : p.classes[t]) key += std::to_string(c) + ".";
-      ++t;
-    }
+std::string cache_key(const ir::Graph &g, const SizePattern &p, bool long_rows) {
+  std::string key = long_rows ? "long" : "short";
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    key += std::string("|v") + ir::toString(g.values[v].type) + ":";
+    for (int c : p.classes[v]) key += std::to_string(c) + ".";
+  }
+  for (const ir::Node &n : g.nodes) {
+    key += std::string("|") + ir::toString(n.kind) + "(";
+    for (int o : n.operands) key += std::to_string(o) + ",";
+    key += ")" + std::to_string(n.result) + "[";
+    for (int64_t i : n.ints) key += std::to_string(i) + ",";
+    uint64_t bits = 0;
+    if (n.kind != ir::OpKind::Constant) std::memcpy(&bits, &n.scalar, sizeof bits);  // constants are parameters
+    key += "]k" + std::to_string(n.keepdim) + "s" + std::to_string(bits) + "p" +
+           std::to_string(static_cast<int>(n.predicate));
+  }
+  key += "|in";
+  for (int i : g.inputs) key += std::to_string(i) + ",";
+  key += "|out";
+  for (int o : g.outputs) key += std::to_string(o) + ",";
   return key;
 }
 
@@ -120,35 +113,24 @@ std::string kernel_name(const std::string &key) {
   return name;
 }
 
-/// The one-node graph at the sizes `size_of(class)`; Constant nodes get the
-/// value `constant` (different at the two sizes, so the generalization makes
-/// it a scalar parameter).
-ir::Graph build_graph(const ir::Node &node, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs,
-                      const SizePattern &p, const std::vector<int64_t> &size_of, double constant) {
-  ir::Graph g;
-  size_t t = 0;
-  auto shape = [&](const Tensor &x) {
-    std::vector<int64_t> s;
-    for (int c : p.classes[t]) s.push_back(c < 0 ? 1 : size_of[static_cast<size_t>(c)]);
-    ++t;
-    return g.addValue(std::move(s), element_type(x.dtype()));
-  };
-  ir::Node n = node;
-  n.operands.clear();
-  for (const Tensor &x : inputs) {
-    const int v = shape(x);
-    g.inputs.push_back(v);
-    g.input_roles.push_back(ir::InputRole::Primal);
-    n.operands.push_back(v);
-  }
-  for (const Tensor &x : outputs) {
-    n.result = shape(x);
-    g.outputs.push_back(n.result);
-  }
-  if (n.kind == ir::OpKind::Constant) n.scalar = constant;
-  g.nodes.push_back(n);
-  g.num_forward_outputs = static_cast<int>(g.outputs.size());
-  return g;
+/// `g` at the sizes `size_of(class)`; the k-th Constant node gets `first + k`
+/// (distinct, never a value a folder treats specially such as 0 or 1, and
+/// different at the two sizes, so the generalization makes each a scalar
+/// parameter).
+ir::Graph canonical_graph(const ir::Graph &g, const SizePattern &p, const std::vector<int64_t> &size_of,
+                          double first) {
+  ir::Graph c = g;
+  for (size_t v = 0; v < c.values.size(); ++v)
+    for (size_t d = 0; d < c.values[v].shape.size(); ++d) {
+      const int cls = p.classes[v][d];
+      c.values[v].shape[d] = cls < 0 ? 1 : size_of[static_cast<size_t>(cls)];
+    }
+  double k = 0;
+  for (ir::Node &n : c.nodes)
+    if (n.kind == ir::OpKind::Constant) n.scalar = first + k++;
+  if (c.input_roles.size() != c.inputs.size()) c.input_roles.assign(c.inputs.size(), ir::InputRole::Primal);
+  c.num_forward_outputs = static_cast<int>(c.outputs.size());
+  return c;
 }
 
 /// A compiled kernel: the emitted text and, per device index, its loaded function.
@@ -160,30 +142,35 @@ struct Entry {
 std::mutex g_mu;
 std::map<std::string, std::shared_ptr<Entry>> g_kernels;
 
-std::shared_ptr<Entry> find_or_emit(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs,
-                                    const std::vector<Tensor> &outputs, const SizePattern &p, size_t scalars) {
-  const bool long_rows = !inputs.empty() && reduced_extent(node, inputs[0]) > kWarpRowLimit;
-  const std::string key = cache_key(node, inputs, outputs, p, long_rows, scalars);
+std::shared_ptr<Entry> find_or_emit(const char *op, const ir::Graph &g) {
+  const SizePattern p = size_pattern(g);
+  const bool long_rows = has_long_rows(g);
+  const std::string key = cache_key(g, p, long_rows);
   std::lock_guard<std::mutex> lock(g_mu);
   auto found = g_kernels.find(key);
   if (found != g_kernels.end()) return found->second;
   // Canonical sizes: class c is 2 + c (distinct, never 1), 1024 more for the
-  // long rows of a reduction, and 1 + that at the reference size. The
+  // long rows of a reduction, and more again at the reference size. The
   // kernel does not depend on them beyond the kind they choose.
-  std::vector<int64_t> self(p.class_size.size()), ref(p.class_size.size());
-  for (size_t c = 0; c < self.size(); ++c) {
+  size_t classes = 0;
+  for (const std::vector<int> &v : p.classes)
+    for (int c : v) classes = std::max(classes, static_cast<size_t>(c + 1));
+  std::vector<int64_t> self(classes), ref(classes);
+  for (size_t c = 0; c < classes; ++c) {
     self[c] = 2 + static_cast<int64_t>(c) + (long_rows ? kWarpRowLimit : 0);
-    ref[c] = self[c] + 1 + static_cast<int64_t>(self.size());
+    ref[c] = self[c] + 1 + static_cast<int64_t>(classes);
   }
   std::string error;
   auto entry = std::make_shared<Entry>();
-  const bool ok = codegen::emitEagerCudaKernel(build_graph(node, inputs, outputs, p, self, 1.0),
-                                               build_graph(node, inputs, outputs, p, ref, 2.0), kernel_name(key),
-                                               &entry->kernel, &error);
+  const bool ok = codegen::emitEagerCudaKernel(canonical_graph(g, p, self, 1.375), canonical_graph(g, p, ref, 1.625),
+                                               kernel_name(key), &entry->kernel, &error);
   KILN_CHECK(ok, op, ": no CUDA kernel for this op yet: ", error);
   for (const EagerCudaParam &q : entry->kernel.params)
     KILN_CHECK(q.kind != EagerCudaParam::Kind::Status, op,
                ": eager CUDA kernels with index checks are not launched yet (", entry->kernel.name, ")");
+  if (const char *print = std::getenv("KILN_PRINT_CUDA"); print && std::string(print) == "1")
+    std::fprintf(stderr, "// %s: eager CUDA kernel %s (%s) for %s\n%s\n", op, entry->kernel.name.c_str(),
+                 entry->kernel.kind.c_str(), key.c_str(), entry->kernel.source.substr(entry->kernel.body_offset).c_str());
   g_kernels.emplace(key, entry);
   return entry;
 }
@@ -210,8 +197,35 @@ union ArgValue {
   double f64;
 };
 
-void run(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs,
-         const std::vector<double> &scalars) {
+/// The one-node graph of `node` over `inputs` into `outputs` (their shapes and dtypes).
+ir::Graph one_node_graph(const ir::Node &node, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs) {
+  ir::Graph g;
+  ir::Node n = node;
+  n.operands.clear();
+  for (const Tensor &x : inputs) {
+    n.operands.push_back(g.addValue(x.sizes(), dispatch::element_type(x.dtype())));
+    g.inputs.push_back(n.operands.back());
+  }
+  for (const Tensor &x : outputs) {
+    n.result = g.addValue(x.sizes(), dispatch::element_type(x.dtype()));
+    g.outputs.push_back(n.result);
+  }
+  g.nodes.push_back(std::move(n));
+  return g;
+}
+
+void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &inputs,
+               const std::vector<Tensor> &outputs, const std::vector<double> &scalars) {
+  KILN_CHECK(g.inputs.size() == inputs.size() && g.outputs.size() == outputs.size(), op, ": a graph kernel of ",
+             g.inputs.size(), " inputs and ", g.outputs.size(), " outputs got ", inputs.size(), " and ", outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    KILN_CHECK(inputs[i].sizes() == g.values[static_cast<size_t>(g.inputs[i])].shape, op, ": graph input ", i,
+               " has shape ", shape_str(g.values[static_cast<size_t>(g.inputs[i])].shape), ", the tensor ",
+               shape_str(inputs[i].sizes()));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    KILN_CHECK(outputs[i].sizes() == g.values[static_cast<size_t>(g.outputs[i])].shape, op, ": graph output ", i,
+               " has shape ", shape_str(g.values[static_cast<size_t>(g.outputs[i])].shape), ", the tensor ",
+               shape_str(outputs[i].sizes()));
   for (const Tensor &t : outputs)
     KILN_CHECK(t.is_contiguous(), op, ": a generated CUDA kernel writes row-major outputs, got strides ",
                shape_str(t.strides()));
@@ -222,8 +236,7 @@ void run(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs
   const int device = outputs[0].device().index;
   runtime::cuda::DeviceApi *api = runtime::cuda::device_api(device);
   KILN_CHECK(api != nullptr, op, ": cuda:", device, " is not a CUDA device of a CudaBackend");
-  const SizePattern p = size_pattern(inputs, outputs);
-  std::shared_ptr<Entry> entry = find_or_emit(op, node, inputs, outputs, p, scalars.size());
+  std::shared_ptr<Entry> entry = find_or_emit(op, g);
   const EagerCudaKernel &k = entry->kernel;
   const runtime::cuda::KernelFunction &fn = loaded_on(op, *entry, device, *api);
 
@@ -265,7 +278,12 @@ void run(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs
   }
 }
 
-const bool registered = (dispatch::set_graph_kernel_runner(DeviceType::CUDA, run), true);
+void run(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs,
+         const std::vector<double> &scalars) {
+  run_graph(op, one_node_graph(node, inputs, outputs), inputs, outputs, scalars);
+}
+
+const bool registered = (dispatch::set_graph_kernel_runner(DeviceType::CUDA, run, run_graph), true);
 
 }  // namespace
 

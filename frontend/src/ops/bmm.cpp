@@ -68,6 +68,8 @@ void bmm_cpu(const Tensor &a, const Tensor &b, Tensor &out) {
   else gemm::guarded("bmm", a, b, [&] { bmm_float(a, b, out); });
 }
 const dispatch::KernelRegistrar<BmmKernel> bmm_cpu_reg(bmm_stub, DeviceType::CPU, bmm_cpu);
+void bmm_cuda(const Tensor &a, const Tensor &b, Tensor &out) { dispatch::device_gemm("bmm", a, b, out); }
+const dispatch::KernelRegistrar<BmmKernel> bmm_cuda_reg(bmm_stub, DeviceType::CUDA, bmm_cuda);
 
 void check_operands(const Tensor &a, const Tensor &b) {
   KILN_CHECK(a.defined() && b.defined(), "bmm: operand is an undefined tensor");

@@ -2,6 +2,8 @@
 #include "dispatch.h"
 
 #include "../backend.h"
+#include "kiln/runtime/DeviceBackend.h"
+#include "kiln/runtime/TensorView.h"
 #include "../trace.h"
 #include "kernels.h"
 #include "kiln/autograd.h"
@@ -45,18 +47,35 @@ void clear_kernels_for(DeviceType type) {
 
 namespace {
 GraphKernelRunner g_runners[kNumDeviceTypes] = {};
+GraphRunner g_graph_runners[kNumDeviceTypes] = {};
+
+void check_runner(const char *op, DeviceType type, bool have) {
+  KILN_CHECK(have, op, ": no kernel generator for ", device_type_name(type), " in this binary (eager ",
+             device_type_name(type), " ops are generated from their dialect form by the `kiln` library: link kiln, "
+             "not KilnEager alone)");
+}
 }  // namespace
 
-void set_graph_kernel_runner(DeviceType type, GraphKernelRunner runner) { g_runners[slot(type)] = runner; }
+void set_graph_kernel_runner(DeviceType type, GraphKernelRunner runner, GraphRunner graph_runner) {
+  g_runners[slot(type)] = runner;
+  g_graph_runners[slot(type)] = graph_runner;
+}
+
+void run_graph_kernel(const char *op, const ir::Graph &graph, const std::vector<Tensor> &inputs,
+                      const std::vector<Tensor> &outputs, const std::vector<double> &scalars) {
+  KILN_CHECK(!outputs.empty(), op, ": a graph kernel needs an output");
+  const DeviceType type = outputs[0].device().type;
+  check_runner(op, type, g_graph_runners[slot(type)] != nullptr);
+  if (trace::skip_compute()) return;
+  g_graph_runners[slot(type)](op, graph, inputs, outputs, scalars);
+}
 
 void run_graph_kernel(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs,
                       const std::vector<Tensor> &outputs, const std::vector<double> &scalars) {
   KILN_CHECK(!outputs.empty(), op, ": a graph kernel needs an output");
   const DeviceType type = outputs[0].device().type;
   GraphKernelRunner runner = g_runners[slot(type)];
-  KILN_CHECK(runner != nullptr, op, ": no kernel generator for ", device_type_name(type),
-             " in this binary (eager ", device_type_name(type), " ops are generated from their dialect form by the "
-             "`kiln` library: link kiln, not KilnEager alone)");
+  check_runner(op, type, runner != nullptr);
   if (trace::skip_compute()) return;  // a lazy segment trace: values come from the compiled segment
   runner(op, node, inputs, outputs, scalars);
 }
@@ -76,6 +95,99 @@ ir::Node graph_node(ir::OpKind kind, std::vector<int64_t> ints, bool keepdim, do
   n.scalar = scalar;
   n.predicate = predicate;
   return n;
+}
+
+void device_gemm(const char *op, const Tensor &a, const Tensor &b, const Tensor &out) {
+  if (trace::skip_compute()) return;
+  auto view = [](const Tensor &t) {
+    const TensorImpl &i = *t.impl();
+    return runtime::TensorView{i.storage, i.offset, i.sizes, i.strides, i.dtype};
+  };
+  const Device device = out.device();
+  runtime::DeviceBackend *backend = runtime::find_backend(device.type);
+  KILN_CHECK(backend != nullptr, op, ": no backend for ", device.str());
+  try {
+    backend->gemm(view(a), view(b), view(out), backend->default_stream(device.index));
+  } catch (const Error &) {
+    throw;
+  } catch (const std::exception &e) {
+    KILN_CHECK(false, op, ": the GEMM of ", device.str(), " failed for ", shape_str(a.sizes()), " x ",
+               shape_str(b.sizes()), " (", dtype_name(a.dtype()), "): ", e.what());
+  }
+}
+
+ir::ElementType element_type(DType t) {
+  switch (t) {
+  case DType::Float32: return ir::ElementType::F32;
+  case DType::Float16: return ir::ElementType::F16;
+  case DType::BFloat16: return ir::ElementType::BF16;
+  case DType::Int64: return ir::ElementType::I64;
+  case DType::Bool: return ir::ElementType::Bool;
+  case DType::Float64: return ir::ElementType::F64;
+  case DType::Int32: return ir::ElementType::I32;
+  }
+  return ir::ElementType::F32;
+}
+
+int GraphMaker::input(const Tensor &t) {
+  const int v = graph_.addValue(t.sizes(), element_type(t.dtype()));
+  graph_.inputs.push_back(v);
+  graph_.input_roles.push_back(ir::InputRole::Primal);
+  return v;
+}
+
+int GraphMaker::node(ir::Node n, std::vector<int> operands, Shape shape, ir::ElementType type) {
+  n.operands = std::move(operands);
+  n.result = graph_.addValue(std::move(shape), type);
+  graph_.nodes.push_back(std::move(n));
+  return graph_.nodes.back().result;
+}
+
+int GraphMaker::constant(double value, int like) {
+  scalars_.push_back(value);
+  const ir::Value &v = graph_.values[static_cast<size_t>(like)];
+  return node(graph_node(ir::OpKind::Constant, {}, false, value), {}, v.shape, v.type);
+}
+
+int GraphMaker::constant(double value, int like, DType type) {
+  return constant(value, graph_.values[static_cast<size_t>(like)].shape, type);
+}
+
+int GraphMaker::constant(double value, const Shape &shape, DType type) {
+  scalars_.push_back(value);
+  return node(graph_node(ir::OpKind::Constant, {}, false, value), {}, shape, element_type(type));
+}
+
+int GraphMaker::unary(ir::OpKind kind, int a, double scalar) {
+  const ir::Value v = graph_.values[static_cast<size_t>(a)];
+  return node(graph_node(kind, {}, false, scalar), {a}, v.shape, v.type);
+}
+
+int GraphMaker::binary(ir::OpKind kind, int a, int b) {
+  const ir::Value v = graph_.values[static_cast<size_t>(a)];
+  return node(graph_node(kind), {a, b}, v.shape, v.type);
+}
+
+int GraphMaker::select(int cond, int a, int b) {
+  const ir::Value v = graph_.values[static_cast<size_t>(a)];
+  return node(graph_node(ir::OpKind::Select), {cond, a, b}, v.shape, v.type);
+}
+
+int GraphMaker::compare(ir::Predicate predicate, int a, int b) {
+  const ir::Value v = graph_.values[static_cast<size_t>(a)];
+  return node(graph_node(ir::OpKind::Compare, {}, false, 0.0, predicate), {a, b}, v.shape, ir::ElementType::Bool);
+}
+
+int GraphMaker::convert(int a, DType type) {
+  const ir::Value v = graph_.values[static_cast<size_t>(a)];
+  if (v.type == element_type(type)) return a;
+  return node(graph_node(ir::OpKind::Convert), {a}, v.shape, element_type(type));
+}
+
+void GraphMaker::output(int v) { graph_.outputs.push_back(v); }
+
+void GraphMaker::run(const char *op, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs) const {
+  run_graph_kernel(op, graph_, inputs, outputs, scalars_);
 }
 
 static bool is_cpu_scalar(const Tensor &t) { return t.dim() == 0 && t.device().is_cpu(); }

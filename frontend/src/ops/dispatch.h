@@ -98,8 +98,16 @@ void clear_kernels_for(DeviceType type);
 using GraphKernelRunner = void (*)(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs,
                                    const std::vector<Tensor> &outputs, const std::vector<double> &scalars);
 
-/// Sets the runner of `type` (null clears it).
-void set_graph_kernel_runner(DeviceType type, GraphKernelRunner runner);
+/// The same for a small graph of several nodes made into one kernel (an
+/// optimizer step, an in-place update): `graph`'s values have the call's
+/// shapes, its inputs are `inputs` and its outputs `outputs` in order; an
+/// output may be the storage of an input it is computed from elementwise
+/// (in place). Constant nodes take their values from `scalars` in node order.
+using GraphRunner = void (*)(const char *op, const ir::Graph &graph, const std::vector<Tensor> &inputs,
+                             const std::vector<Tensor> &outputs, const std::vector<double> &scalars);
+
+/// Sets the runners of `type` (nulls clear them).
+void set_graph_kernel_runner(DeviceType type, GraphKernelRunner runner, GraphRunner graph_runner);
 
 /// Runs `node` over `inputs` into `outputs` on their device through its
 /// runner. Throws kiln::Error naming `op` when the device has none (a binary
@@ -111,6 +119,54 @@ void run_graph_kernel(const char *op, const ir::Node &node, const std::vector<Te
 /// check of a device whose generated kernels cannot raise (copies `t` to the
 /// host, so it synchronizes).
 bool device_has_zero(const char *op, const Tensor &t);
+
+/// Runs `graph` (see GraphRunner) on the device of `outputs`.
+void run_graph_kernel(const char *op, const ir::Graph &graph, const std::vector<Tensor> &inputs,
+                      const std::vector<Tensor> &outputs, const std::vector<double> &scalars = {});
+
+/// out = a x b through the GEMM of out's device backend (cuBLASLt on a GPU;
+/// the simulator runs the CPU's): [M, K] x [K, N] or batched [B, M, K] x
+/// [B, K, N], a and b strided, out contiguous, one dtype. Throws kiln::Error
+/// naming `op` when the backend's GEMM fails.
+void device_gemm(const char *op, const Tensor &a, const Tensor &b, const Tensor &out);
+
+/// The graph element type of a dtype.
+ir::ElementType element_type(DType t);
+
+/// Builds the small graph of one generated kernel, value by value:
+///
+///   GraphMaker g;
+///   int x = g.input(p), c = g.constant(0.5, x);      // a scalar parameter shaped like x
+///   g.output(g.binary(ir::OpKind::Mul, x, c));
+///   g.run("mul_", {p}, {p});                         // run_graph_kernel with g's constants
+class GraphMaker {
+public:
+  /// A graph input of `t`'s shape and dtype (inputs in call order).
+  int input(const Tensor &t);
+  /// A Constant node of `like`'s shape and element type (or `type`) whose
+  /// value is a kernel parameter (`value` at this call).
+  int constant(double value, int like);
+  int constant(double value, int like, DType type);
+  int constant(double value, const Shape &shape, DType type);
+  /// An elementwise node of `a`'s shape and element type.
+  int unary(ir::OpKind kind, int a, double scalar = 0.0);
+  int binary(ir::OpKind kind, int a, int b);
+  /// select(cond, a, b) of a's type; a Compare (bool) of a and b; a Convert of `a` to `type`.
+  int select(int cond, int a, int b);
+  int compare(ir::Predicate predicate, int a, int b);
+  int convert(int a, DType type);
+  /// A node with an explicit result shape and type (reductions, broadcasts).
+  int node(ir::Node n, std::vector<int> operands, Shape shape, ir::ElementType type);
+  /// Marks `v` a graph output (outputs in call order).
+  void output(int v);
+  const ir::Graph &graph() const { return graph_; }
+  /// run_graph_kernel(op, graph(), inputs, outputs, the constants' values).
+  void run(const char *op, const std::vector<Tensor> &inputs, const std::vector<Tensor> &outputs) const;
+
+private:
+  ir::Graph graph_;
+  std::vector<double> scalars_;
+};
 
 /// A node of `kind` with the attributes of a trace record (trace::Attrs).
 ir::Node graph_node(ir::OpKind kind, std::vector<int64_t> ints = {}, bool keepdim = false, double scalar = 0.0,

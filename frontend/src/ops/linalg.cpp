@@ -47,6 +47,8 @@ void mm_cpu(const Tensor &a, const Tensor &b, Tensor &out) {
                   [&] { runtime::sgemm(matrix_view(a), matrix_view(b), out.data_ptr<float>(), b.size(1)); });
 }
 const dispatch::KernelRegistrar<MmKernel> mm_cpu_reg(mm_stub, DeviceType::CPU, mm_cpu);
+void mm_cuda(const Tensor &a, const Tensor &b, Tensor &out) { dispatch::device_gemm("matmul", a, b, out); }
+const dispatch::KernelRegistrar<MmKernel> mm_cuda_reg(mm_stub, DeviceType::CUDA, mm_cuda);
 
 Tensor matmul_2d(const Tensor &a, const Tensor &b) {
   KILN_CHECK(a.size(1) == b.size(0), "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),

@@ -86,6 +86,15 @@ void pointwise_cpu(Pw op, const char *name, const Tensor &x, const Tensor &out) 
 }
 const dispatch::KernelRegistrar<PointwiseKernel> pointwise_cpu_reg(pointwise_stub, DeviceType::CPU, pointwise_cpu);
 
+/// CUDA: the op's dialect form through the CUDA C emitter.
+void pointwise_cuda(Pw op, const char *name, const Tensor &x, const Tensor &out) {
+  static constexpr ir::OpKind kinds[] = {ir::OpKind::Abs,  ir::OpKind::Rsqrt, ir::OpKind::Tanh,  ir::OpKind::Sin,
+                                         ir::OpKind::Cos,  ir::OpKind::Erf,   ir::OpKind::Floor, ir::OpKind::Ceil,
+                                         ir::OpKind::Round, ir::OpKind::Trunc};
+  dispatch::run_graph_kernel(name, dispatch::graph_node(kinds[static_cast<int>(op)]), {x}, {out});
+}
+const dispatch::KernelRegistrar<PointwiseKernel> pointwise_cuda_reg(pointwise_stub, DeviceType::CUDA, pointwise_cuda);
+
 /// op(x) into a new contiguous tensor on x's device.
 Tensor map_elements(const Tensor &x, const char *name, Pw op) {
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());

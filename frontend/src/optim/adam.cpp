@@ -68,6 +68,39 @@ void adam_cpu(const AdamStep &h, double step, const Tensor &p, const Tensor &gra
 }
 const dispatch::KernelRegistrar<AdamKernel> adam_cpu_reg(adam_stub, DeviceType::CPU, adam_cpu);
 
+/// CUDA: adam_cpu's float32 arithmetic, in its order, as one generated
+/// kernel that updates p, m, v (and vmax) in place.
+void adam_cuda(const AdamStep &h, double step, const Tensor &p, const Tensor &grad, const Tensor &m_t,
+               const Tensor &v_t, const Tensor &vmax_t) {
+  using ir::OpKind;
+  const double bias1 = 1.0 - std::pow(h.beta1, step);
+  const double bias2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, step));
+  dispatch::GraphMaker g;
+  const int w = g.input(p), gr = g.input(grad), m = g.input(m_t), v = g.input(v_t);
+  const int vmax = vmax_t.defined() ? g.input(vmax_t) : -1;
+  auto c = [&](double value) { return g.constant(value, w); };
+  auto mul = [&](int a, int b) { return g.binary(OpKind::Mul, a, b); };
+  auto add = [&](int a, int b) { return g.binary(OpKind::Add, a, b); };
+  const int gd = h.decoupled ? gr : add(gr, mul(c(h.weight_decay), w));
+  const int w1 = h.decoupled ? mul(w, c(1.0 - h.lr * h.weight_decay)) : w;
+  const int m1 = add(mul(c(h.beta1), m), mul(c(1.0 - h.beta1), gd));
+  const int v1 = add(mul(c(h.beta2), v), mul(mul(c(1.0 - h.beta2), gd), gd));
+  const int second = vmax >= 0 ? g.binary(OpKind::Maximum, vmax, v1) : v1;
+  const int denom = add(g.binary(OpKind::Div, g.unary(OpKind::Sqrt, second), c(bias2_sqrt)), c(h.eps));
+  const int w2 = g.binary(OpKind::Sub, w1, mul(c(h.lr / bias1), g.binary(OpKind::Div, m1, denom)));
+  g.output(w2);
+  g.output(m1);
+  g.output(v1);
+  std::vector<Tensor> inputs{p, grad, m_t, v_t}, outputs{p, m_t, v_t};
+  if (vmax >= 0) {
+    g.output(second);
+    inputs.push_back(vmax_t);
+    outputs.push_back(vmax_t);
+  }
+  g.run("adam step", inputs, outputs);
+}
+const dispatch::KernelRegistrar<AdamKernel> adam_cuda_reg(adam_stub, DeviceType::CUDA, adam_cuda);
+
 void adam_update(Tensor &p, const Tensor &grad, std::map<std::string, Tensor> &st, const AdamStep &h) {
   const double step = increment_step(st);
   const Tensor &m = state_tensor(st, "exp_avg", p);

@@ -83,6 +83,41 @@ void rmsprop_cpu(const RmspropStep &h, const Tensor &p, const Tensor &grad, cons
 }
 const dispatch::KernelRegistrar<RmspropKernel> rmsprop_cpu_reg(rmsprop_stub, DeviceType::CPU, rmsprop_cpu);
 
+/// CUDA: rmsprop_cpu's float32 arithmetic, in its order, as one generated
+/// kernel that updates p and the state in place.
+void rmsprop_cuda(const RmspropStep &h, const Tensor &p, const Tensor &grad, const Tensor &sq_t, const Tensor &avg_t,
+                  const Tensor &buf_t) {
+  using ir::OpKind;
+  dispatch::GraphMaker g;
+  const int w = g.input(p), gr = g.input(grad), sq = g.input(sq_t);
+  const int avg = avg_t.defined() ? g.input(avg_t) : -1, buf = buf_t.defined() ? g.input(buf_t) : -1;
+  auto c = [&](float value) { return g.constant(value, w); };
+  auto mul = [&](int a, int b) { return g.binary(OpKind::Mul, a, b); };
+  auto add = [&](int a, int b) { return g.binary(OpKind::Add, a, b); };
+  const int gd = add(gr, mul(c(h.wd), w));
+  const int sq1 = add(mul(c(h.alpha), sq), mul(mul(c(h.one_minus_alpha), gd), gd));
+  int var = sq1, avg1 = -1;
+  if (avg >= 0) {
+    avg1 = add(mul(c(h.alpha), avg), mul(c(h.one_minus_alpha), gd));
+    var = g.binary(OpKind::Sub, sq1, mul(avg1, avg1));
+  }
+  const int denom = add(g.unary(OpKind::Sqrt, var), c(h.eps));
+  int buf1 = -1, w1;
+  if (buf >= 0) {
+    buf1 = add(mul(c(h.mom), buf), g.binary(OpKind::Div, gd, denom));
+    w1 = g.binary(OpKind::Sub, w, mul(c(h.lr), buf1));
+  } else {
+    w1 = g.binary(OpKind::Sub, w, mul(c(h.lr), g.binary(OpKind::Div, gd, denom)));
+  }
+  std::vector<Tensor> inputs{p, grad, sq_t}, outputs{p, sq_t};
+  g.output(w1);
+  g.output(sq1);
+  if (avg >= 0) g.output(avg1), inputs.push_back(avg_t), outputs.push_back(avg_t);
+  if (buf >= 0) g.output(buf1), inputs.push_back(buf_t), outputs.push_back(buf_t);
+  g.run("rmsprop step", inputs, outputs);
+}
+const dispatch::KernelRegistrar<RmspropKernel> rmsprop_cuda_reg(rmsprop_stub, DeviceType::CUDA, rmsprop_cuda);
+
 }  // namespace
 
 void RMSprop::step() {

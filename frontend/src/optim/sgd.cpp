@@ -61,6 +61,29 @@ void sgd_cpu(const SgdStep &h, const Tensor &p, const Tensor &g, const Tensor &b
 }
 const dispatch::KernelRegistrar<SgdKernel> sgd_cpu_reg(sgd_stub, DeviceType::CPU, sgd_cpu);
 
+/// CUDA: sgd_cpu's float32 arithmetic, in its order, as one generated kernel
+/// that updates p (and the momentum buffer) in place.
+void sgd_cuda(const SgdStep &h, const Tensor &p, const Tensor &grad, const Tensor &buffer, bool first) {
+  using ir::OpKind;
+  dispatch::GraphMaker g;
+  const int w = g.input(p), gr = g.input(grad);
+  auto c = [&](float value) { return g.constant(value, w); };
+  auto mul = [&](int a, int b) { return g.binary(OpKind::Mul, a, b); };
+  const int d = g.binary(OpKind::Add, gr, mul(c(h.wd), w));
+  if (h.mom == 0.0f) {
+    g.output(g.binary(OpKind::Sub, w, mul(c(h.lr), d)));
+    g.run("sgd step", {p, grad}, {p});
+    return;
+  }
+  const int b = g.input(buffer);
+  const int b1 = first ? d : g.binary(OpKind::Add, mul(c(h.mom), b), mul(c(h.one_minus_damp), d));
+  const int update = h.nesterov ? g.binary(OpKind::Add, d, mul(c(h.mom), b1)) : b1;
+  g.output(g.binary(OpKind::Sub, w, mul(c(h.lr), update)));
+  g.output(b1);
+  g.run("sgd step", {p, grad, buffer}, {p, buffer});
+}
+const dispatch::KernelRegistrar<SgdKernel> sgd_cuda_reg(sgd_stub, DeviceType::CUDA, sgd_cuda);
+
 }  // namespace
 
 void SGD::step() {

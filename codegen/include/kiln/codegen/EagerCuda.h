@@ -30,7 +30,7 @@ struct EagerCudaParam {
     Status, ///< index-check status word `index`: a `long long *` to 2 device int64s (runtime/IndexCheck.h)
     Size,   ///< size class `index`: `long long` (sizeOf[index] says which tensor dim holds it)
     Stride, ///< the stride (elements) of graph input `index`, dim `dim`: `long long`
-    Scalar, ///< scalar constant `index` of the graph (in node order): `ctype` by value
+    Scalar, ///< the value of the graph's Constant node `index` (counted in node order): `ctype` by value
   };
   Kind kind = Kind::Input;
   int index = 0;
@@ -51,6 +51,7 @@ struct EagerSizeSource {
 struct EagerCudaKernel {
   std::string name;                   ///< the extern "C" symbol
   std::string source;                 ///< the whole text to compile (the emitter's prelude + the kernel)
+  size_t body_offset = 0;             ///< where the kernel starts in `source` (after the prelude)
   std::string kind;                   ///< "pointwise", "warp-rows", "block-rows", "scan", "scatter-add"
   std::vector<EagerCudaParam> params; ///< in order
   std::vector<EagerSizeSource> sizeOf; ///< per size class
@@ -70,7 +71,9 @@ struct EagerCudaKernel {
 /// dynamic differs, pairs of sizes tell dims of one class), runs kiln-fuse on
 /// both, and emits the one fusion as a shape-generic kernel named `name`.
 /// Every input stride is a run-time parameter (the inputs may be any strided
-/// view; outputs are row-major). Returns false with `*error` naming the op
+/// view; outputs are row-major). Every Constant node becomes a scalar
+/// parameter; the Constant nodes of `graph` must have distinct values, and
+/// those of `reference` other values. Returns false with `*error` naming the op
 /// when the op's form is not one fusion over the graph's inputs or the
 /// emitter does not support it yet; never emits wrong code.
 bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, const std::string &name,
