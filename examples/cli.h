@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "kiln/runtime/Device.h"
+
 namespace kiln::examples {
 
 /// One program's flags. Usage:
@@ -70,5 +72,15 @@ private:
   std::map<std::string, std::function<void()>> flags_;
   std::map<std::string, std::function<void(const std::string &)>> options_;
 };
+
+/// "cpu", "cuda" or "cuda:N" as a Device; throws std::invalid_argument (a
+/// bad value for Cli::option) otherwise.
+inline Device parse_device(const std::string &v) {
+  if (v == "cpu") return kCPU;
+  if (v == "cuda") return Device(DeviceType::CUDA, 0);
+  if (v.rfind("cuda:", 0) == 0 && v.size() > 5 && v.find_first_not_of("0123456789", 5) == std::string::npos)
+    return Device(DeviceType::CUDA, std::stoi(v.substr(5)));
+  throw std::invalid_argument("expected cpu, cuda or cuda:N, got " + v);
+}
 
 }  // namespace kiln::examples

@@ -1,7 +1,9 @@
 // kiln-train-digits: an MLP (64-128-10) trained with AdamW on the UCI
 // handwritten digits, compiled by default (kiln::compile), eagerly with --eager.
+// --device cuda trains on a CUDA device (eagerly: compiled CUDA graphs are
+// not there yet; KILN_CUDA_SIM=1 gives the CUDA-on-CPU simulator).
 //
-//   kiln-train-digits [--eager] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]
+//   kiln-train-digits [--eager] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]
 //
 // One progress line per epoch: epoch, mean loss, train accuracy, lr, gradient
 // norm (mean over the epoch's steps), allocator peak memory, steps/s. Ends with
@@ -22,6 +24,7 @@ namespace {
 
 struct Args {
   bool eager = false;
+  Device device = kCPU;
   int epochs = 40;
   uint64_t seed = 0;
   double lr = 2e-3;
@@ -31,8 +34,10 @@ struct Args {
 
 Args parse(int argc, char **argv) {
   Args a;
-  examples::Cli cli("kiln-train-digits", "[--eager] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]");
+  examples::Cli cli("kiln-train-digits",
+                    "[--eager] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]");
   cli.flag("--eager", [&] { a.eager = true; });
+  cli.option("--device", [&](const std::string &v) { a.device = examples::parse_device(v); });
   cli.option("--epochs", [&](const std::string &v) { a.epochs = std::stoi(v); });
   cli.option("--seed", [&](const std::string &v) { a.seed = std::stoull(v); });
   cli.option("--lr", [&](const std::string &v) { a.lr = std::stod(v); });
@@ -43,10 +48,10 @@ Args parse(int argc, char **argv) {
   return a;
 }
 
-double accuracy(nn::Module &model, const data::TensorDataset &ds) {
+double accuracy(nn::Module &model, const data::TensorDataset &ds, Device device) {
   NoGradGuard no_grad;
-  Tensor pred = model.forward(ds.features).argmax(1);
-  return eq(pred, ds.labels).to(kFloat32).mean().item();
+  Tensor pred = model.forward(ds.features.to(device)).argmax(1);
+  return eq(pred, ds.labels.to(device)).to(kFloat32).mean().item();
 }
 
 }  // namespace
@@ -59,23 +64,32 @@ int main(int argc, char **argv) {
     auto [train_set, test_set] = data::train_test_split(all, 360, args.seed);
     auto mlp = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
+    mlp->to(args.device);
     std::shared_ptr<nn::Module> model = mlp;
     std::shared_ptr<CompiledModule> compiled;
+    if (!args.device.is_cpu() && !args.eager) {
+      std::printf("kiln-train-digits: compiled graphs run on the cpu only so far; training eagerly on %s\n",
+                  args.device.str().c_str());
+      args.eager = true;
+    }
     if (!args.eager) model = compiled = compile(mlp);
     optim::AdamW opt(model->parameters(), optim::AdamWOptions(args.lr));
     data::DataLoader loader(train_set, args.batch_size, /*shuffle=*/true, args.seed);
 
-    std::printf("kiln-train-digits: %s MLP 64-128-10, %lld train / %lld test digits, batch %lld, AdamW lr %g\n",
-                args.eager ? "eager" : "compiled", static_cast<long long>(train_set.size()),
+    std::printf("kiln-train-digits: %s MLP 64-128-10 on %s, %lld train / %lld test digits, batch %lld, AdamW lr %g\n",
+                args.eager ? "eager" : "compiled", args.device.str().c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(args.batch_size), args.lr);
+    const bool on_cpu = args.device.is_cpu();
     auto &alloc = runtime::cpu_allocator();
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
-      alloc.reset_peak_stats();
+      if (on_cpu) alloc.reset_peak_stats();
+      else cuda::reset_peak_memory_stats(args.device.index);
       auto start = std::chrono::steady_clock::now();
       double loss_sum = 0, norm_sum = 0;
       int64_t correct = 0, seen = 0, steps = 0;
       model->train();
-      for (auto &[x, y] : loader.epoch()) {
+      for (auto &[xb, yb] : loader.epoch()) {
+        const Tensor x = xb.to(args.device), y = yb.to(args.device);
         opt.zero_grad();
         Tensor logits = model->forward(x);
         Tensor loss = nn::functional::cross_entropy(logits, y);
@@ -93,11 +107,12 @@ int main(int argc, char **argv) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("epoch %3d | loss %.4f | train acc %.4f | lr %.2e | grad norm %.3f | peak mem %.2f MB | %.1f steps/s\n",
                   epoch, loss_sum / steps, static_cast<double>(correct) / seen, opt.lr(), norm_sum / steps,
-                  alloc.stats().peak_bytes / 1e6, steps / secs);
+                  (on_cpu ? alloc.stats().peak_bytes : cuda::max_memory_allocated(args.device.index)) / 1e6,
+                  steps / secs);
       std::fflush(stdout);
     }
     model->eval();
-    double test_acc = accuracy(*model, test_set);
+    double test_acc = accuracy(*model, test_set, args.device);
     if (compiled)
       std::printf("compiled %d graphs (%d fused kernels in the last, last compile %.2f s), %d cached calls\n",
                   compiled->stats().compiles, compiled->stats().num_fusions, compiled->stats().last_compile_seconds,

@@ -6,11 +6,12 @@
 //     // "CUDA is not available: cannot load libcuda.so.1 (...): the NVIDIA
 //     //  driver is not installed (or not on the library path); ..."
 //
-// Never throws; the CUDA driver and NVRTC are loaded at run time on the
+// The availability calls never throw; the CUDA driver and NVRTC are loaded at run time on the
 // first call (kiln/runtime/cuda/Availability.h), so a program using Kiln
 // starts on any machine.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace kiln::cuda {
@@ -26,5 +27,14 @@ int device_count();
 /// driver, no device, a driver too old for the kernels, no NVRTC) and what
 /// to do; or "CUDA is available: driver 13.0, 1 device, NVRTC 13.0".
 std::string availability_reason();
+
+/// Bytes of tensors allocated on CUDA device `device` now, and the most
+/// since the last reset_peak_memory_stats(device) (torch.cuda.memory_allocated
+/// / max_memory_allocated; the caching allocator's counts, requests rounded
+/// to 512 B). Work on the simulator too (KILN_CUDA_SIM=1). Throw kiln::Error
+/// when there is no CUDA backend or no such device.
+int64_t memory_allocated(int device = 0);
+int64_t max_memory_allocated(int device = 0);
+void reset_peak_memory_stats(int device = 0);
 
 } // namespace kiln::cuda

@@ -4,6 +4,7 @@
 #include "kiln/amp.h"
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
+#include "kiln/cuda.h"
 #include "kiln/data.h"
 #include "kiln/error.h"
 #include "kiln/functional.h"
