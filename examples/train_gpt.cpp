@@ -2,7 +2,7 @@
 // nanoGPT) trained with AdamW and a warmup-then-cosine learning rate on a text
 // file; compiled by default (kiln::compile), eagerly with --eager.
 //
-//   kiln-train-gpt [--eager] [--autocast bf16|f16|off] [--memory-budget B] [--steps N] [--seed S]
+//   kiln-train-gpt [--eager] [--device cpu|cuda|cuda:N] [--autocast bf16|f16|off] [--memory-budget B] [--steps N] [--seed S]
 //                  [--lr X] [--batch B] [--context T] [--layers L] [--d-model D] [--heads H]
 //                  [--dropout P] [--text PATH] [--log-every K]
 //
@@ -54,6 +54,7 @@ namespace {
 
 struct Args {
   bool eager = false;
+  Device device = kCPU;
   DType autocast = kFloat32;
   double memory_budget = 1.0;
   int steps = 600;
@@ -80,10 +81,11 @@ DType autocast_dtype(const examples::Cli &cli, const std::string &v) {
 Args parse(int argc, char **argv) {
   Args a;
   examples::Cli cli("kiln-train-gpt",
-                    "[--eager] [--autocast bf16|f16|off] [--memory-budget B] [--steps N]\n"
+                    "[--eager] [--device cpu|cuda|cuda:N] [--autocast bf16|f16|off] [--memory-budget B] [--steps N]\n"
                     "                      [--seed S] [--lr X] [--batch B] [--context T] [--layers L] [--d-model D]\n"
                     "                      [--heads H] [--dropout P] [--text PATH] [--log-every K]");
   cli.flag("--eager", [&] { a.eager = true; });
+  cli.option("--device", [&](const std::string &v) { a.device = examples::parse_device(v); });
   cli.option("--autocast", [&](const std::string &v) { a.autocast = autocast_dtype(cli, v); });
   cli.option("--memory-budget", [&](const std::string &v) { a.memory_budget = std::stod(v); });
   cli.option("--steps", [&](const std::string &v) { a.steps = std::stoi(v); });
@@ -106,6 +108,7 @@ Args parse(int argc, char **argv) {
   if (!(a.memory_budget >= 0 && a.memory_budget <= 1)) cli.usage("--memory-budget must be in [0, 1]");
   if (a.eager && a.memory_budget != 1.0) cli.usage("--memory-budget applies to compiled runs; drop --eager");
   if (!(a.dropout >= 0 && a.dropout < 1)) cli.usage("dropout must be in [0, 1)");
+  if (!a.device.is_cpu() && !a.eager) cli.usage("compiled graphs run on the cpu only so far: add --eager for --device cuda");
   return a;
 }
 
@@ -160,13 +163,14 @@ Tensor lm_loss(const Tensor &logits, const Tensor &targets) {
 /// Mean loss on `batches` fixed validation batches (the same ones at every
 /// evaluation: the generator is re-seeded), eval mode, no autograd.
 double evaluate(nn::Module &model, const Corpus &c, const Args &a, int batches = 8) {
+  const Device d = a.device;
   NoGradGuard no_grad;
   model.eval();
   Generator gen(a.seed + 1000003);
   double sum = 0;
   for (int i = 0; i < batches; ++i) {
     auto [x, y] = get_batch(c.val, a.batch, a.context, gen);
-    sum += lm_loss(model.forward(x), y).item();
+    sum += lm_loss(model.forward(x.to(d)), y.to(d)).item();
   }
   model.train();
   return sum / batches;
@@ -188,7 +192,7 @@ std::string sample(nn::Module &model, const Corpus &c, const Args &a, const std:
   for (int i = 0; i < n; ++i) {
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()), a.context);
     std::vector<int64_t> window(ids.end() - T, ids.end());
-    std::vector<float> logits = model.forward(tensor(window, {1, T})).to_vector<float>();
+    std::vector<float> logits = model.forward(tensor(window, {1, T}).to(a.device)).cpu().to_vector<float>();
     const float *last = logits.data() + (T - 1) * V;
     const double top = *std::max_element(last, last + V);
     std::vector<double> p(static_cast<size_t>(V));
@@ -219,6 +223,7 @@ int main(int argc, char **argv) {
                "text file '", args.text, "' is too short for a context of ", args.context);
     const auto vocab = static_cast<int64_t>(corpus.chars.size());
     auto gpt = std::make_shared<GPT>(vocab, args.context, args.layers, args.d_model, args.heads, args.dropout);
+    gpt->to(args.device);
     std::shared_ptr<nn::Module> model = gpt;
     std::shared_ptr<CompiledModule> compiled;
     if (!args.eager) {
@@ -244,10 +249,11 @@ int main(int argc, char **argv) {
         std::make_shared<sch::CosineAnnealingLR>(opt, std::max<int64_t>(1, args.steps - warmup), args.lr / 10)};
     sch::SequentialLR scheduler(opt, phases, {warmup});
 
-    std::printf("kiln-train-gpt: %s%s GPT, %lld layers, d_model %lld, %lld heads, context %lld, dropout %g, "
+    std::printf("kiln-train-gpt: %s%s GPT on %s, %lld layers, d_model %lld, %lld heads, context %lld, dropout %g, "
                 "%lld parameters\n",
                 args.eager ? "eager" : "compiled",
                 args.autocast == kFloat32 ? "" : (args.autocast == kBFloat16 ? " (autocast bf16)" : " (autocast f16)"),
+                args.device.str().c_str(),
                 static_cast<long long>(args.layers),
                 static_cast<long long>(args.d_model), static_cast<long long>(args.heads),
                 static_cast<long long>(args.context), args.dropout, static_cast<long long>(n_params));
@@ -260,14 +266,18 @@ int main(int argc, char **argv) {
 
     Generator batch_gen(args.seed);
     auto &alloc = runtime::cpu_allocator();
-    alloc.reset_peak_stats();
+    const bool on_cpu = args.device.is_cpu();
+    auto reset_peak = [&] { on_cpu ? alloc.reset_peak_stats() : cuda::reset_peak_memory_stats(args.device.index); };
+    auto peak_bytes = [&] { return on_cpu ? alloc.stats().peak_bytes : cuda::max_memory_allocated(args.device.index); };
+    reset_peak();
     const auto run_start = std::chrono::steady_clock::now();
     double train_secs = 0, loss_sum = 0, norm_sum = 0, last_train = 0, last_val = std::nan("");
     int interval_steps = 0, log_lines = 0;
     double interval_secs = 0;
     model->train();
     for (int step = 1; step <= args.steps; ++step) {
-      auto [x, y] = get_batch(corpus.train, args.batch, args.context, batch_gen);
+      auto [xb, yb] = get_batch(corpus.train, args.batch, args.context, batch_gen);
+      const Tensor x = xb.to(args.device), y = yb.to(args.device);
       auto t0 = std::chrono::steady_clock::now();
       const uint64_t rng_offset = default_generator().offset();
       double loss_value = 0, norm = 0;
@@ -316,10 +326,10 @@ int main(int argc, char **argv) {
         std::printf("step %5d | train loss %.4f | val loss %s | lr %.2e | grad norm %.3f | peak mem %.2f MB | "
                     "%.0f tokens/s\n",
                     step, last_train, val.c_str(), opt.param_groups()[0].lr(), norm_sum / interval_steps,
-                    alloc.stats().peak_bytes / 1e6,
+                    peak_bytes() / 1e6,
                     static_cast<double>(interval_steps * args.batch * args.context) / interval_secs);
         std::fflush(stdout);
-        alloc.reset_peak_stats();
+        reset_peak();
         loss_sum = norm_sum = interval_secs = 0;
         interval_steps = 0;
       }

@@ -7,6 +7,7 @@
 
 #include "EmitCuda.h"
 #include "GeneralizeKernel.h"
+#include "KernelAbi.h"
 
 #include "kiln/ir/GraphBuilder.h"
 #include "kiln/ir/KilnDialect.h"
@@ -188,6 +189,7 @@ bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, con
     }
     k.sizeOf.push_back(s);
   }
+  k.checks = indexChecks(self.fusion);
   k.block_threads = kernel->launch.block_threads;
   k.static_work = kernel->launch.static_work;
   k.work_classes = kernel->launch.work_classes;

@@ -121,7 +121,7 @@ public:
   Tensor forward(const Tensor &idx) override {
     const int64_t T = idx.size(1);
     KILN_CHECK(T <= context_, "GPT: sequence of ", T, " tokens is longer than the context ", context_);
-    Tensor x = wte_->forward(idx) + wpe_->forward(arange(T));  // [B, T, D] + [T, D]
+    Tensor x = wte_->forward(idx) + wpe_->forward(arange(T, kInt64, idx.device()));  // [B, T, D] + [T, D]
     x = drop_->forward(x);
     for (const auto &block : *blocks_) x = block->forward(x);
     return head_->forward(ln_f_->forward(x));

@@ -353,10 +353,33 @@ const dispatch::KernelRegistrar<InplaceKernel> inplace_cpu_reg(inplace_stub, Dev
 
 /// CUDA: one generated kernel computing in float64 (as inplace_apply) and
 /// writing t's dtype over t itself.
-void inplace_cuda(Inplace op, const Tensor &t, const Tensor *other, double scalar) {
+/// `t` with its dims in the order `perm` (a kernel-internal view).
+Tensor permuted_view(const Tensor &t, const std::vector<size_t> &perm) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    impl->sizes[i] = t.sizes()[perm[i]];
+    impl->strides[i] = t.strides()[perm[i]];
+  }
+  return Tensor(impl);
+}
+
+void inplace_cuda(Inplace op, const Tensor &t_in, const Tensor *other_in, double scalar) {
   const char *name = op == Inplace::Fill ? "fill_" : op == Inplace::Copy ? "copy_" : op == Inplace::Add ? "add_" : "mul_";
-  KILN_CHECK(t.is_contiguous(), name, ": in-place updates of a non-contiguous ", t.device().str(),
-             " tensor are not supported yet (strides ", shape_str(t.strides()), "); update a contiguous tensor");
+  // An elementwise update may visit the elements in any order: a dense
+  // permuted tensor (a transpose) is updated as its contiguous permutation,
+  // with `other` permuted alike.
+  Tensor t = t_in, other_view;
+  const Tensor *other = other_in;
+  if (!t.is_contiguous()) {
+    std::vector<size_t> perm(static_cast<size_t>(t.dim()));
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+    std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) { return t.stride(a) > t.stride(b); });
+    t = permuted_view(t_in, perm);
+    if (other) other_view = permuted_view(*other_in, perm), other = &other_view;
+  }
+  KILN_CHECK(t.is_contiguous(), name, ": in-place updates of a non-dense ", t.device().str(),
+             " tensor are not supported yet (sizes ", shape_str(t_in.sizes()), ", strides ", shape_str(t_in.strides()),
+             "); update a contiguous tensor");
   dispatch::GraphMaker g;
   std::vector<Tensor> inputs;
   int result = -1;

@@ -13,6 +13,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
+#include "models/gpt.h"
 
 namespace kiln::cuda_eager {  // frontend/src/cuda/graph_kernels.cpp
 size_t emitted_kernel_count();
@@ -241,6 +242,56 @@ TEST_F(CudaEager, OptimizerStepsMatchTheCpu) {
   expect_close(one_step(kCuda0, adam), one_step(kCPU, adam), "adam amsgrad");
   expect_close(one_step(kCuda0, sgd), one_step(kCPU, sgd), "sgd nesterov");
   expect_close(one_step(kCuda0, rms), one_step(kCPU, rms), "rmsprop centered");
+}
+
+/// Losses of `steps` AdamW steps of a small GPT (examples/models/gpt.h:
+/// embedding, layer_norm, attention with softmax, gelu, cross-entropy) on a
+/// fixed batch of token ids, on `device`.
+std::vector<double> gpt_losses(Device device, int steps) {
+  manual_seed(12);
+  auto gpt = std::make_shared<models::GPT>(/*vocab=*/11, /*context=*/8, /*layers=*/1, /*d_model=*/16, /*heads=*/2,
+                                           /*dropout=*/0.0);
+  Tensor x = clamp(floor(rand({2, 8}) * 11.0), 0.0, 10.0).to(kInt64);
+  Tensor y = clamp(floor(rand({16}) * 11.0), 0.0, 10.0).to(kInt64);
+  gpt->to(device);
+  x = x.to(device), y = y.to(device);
+  optim::AdamW opt(gpt->parameters(), optim::AdamWOptions(3e-3).weight_decay(0.1));
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    Tensor logits = gpt->forward(x);
+    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y);
+    loss.backward();
+    (void)nn::utils::clip_grad_norm_(gpt->parameters(), 1.0);
+    opt.step();
+    losses.push_back(loss.item());
+  }
+  return losses;
+}
+
+TEST_F(CudaEager, GptTrainingMatchesTheCpuFor20Steps) {
+  const std::vector<double> cpu = gpt_losses(kCPU, 20), cuda = gpt_losses(kCuda0, 20);
+  ASSERT_EQ(cpu.size(), cuda.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
+  EXPECT_LT(cuda.back(), cuda.front());
+}
+
+TEST_F(CudaEager, OutOfRangeIndexRaisesAsOnTheCpu) {
+  Tensor weight = ones({5, 3}).to(kCuda0);
+  Tensor ids = tensor(std::vector<int64_t>{1, 7, 2}, {3}).to(kCuda0);
+  std::string cuda_error, cpu_error;
+  try {
+    (void)nn::functional::embedding(ids, weight);
+  } catch (const Error &e) {
+    cuda_error = e.what();
+  }
+  try {
+    (void)nn::functional::embedding(ids.cpu(), weight.cpu());
+  } catch (const Error &e) {
+    cpu_error = e.what();
+  }
+  EXPECT_FALSE(cuda_error.empty());
+  EXPECT_EQ(cuda_error, cpu_error);
 }
 
 TEST_F(CudaEager, MixingDevicesNamesTheOpAndBothDevices) {

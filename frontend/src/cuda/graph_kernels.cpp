@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/codegen/EagerCuda.h"
+#include "kiln/runtime/IndexCheck.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
 #include "kiln/runtime/cuda/CurrentStream.h"
 #include "kiln/tensor.h"
@@ -39,23 +40,34 @@ using codegen::EagerCudaParam;
 /// kernel (codegen/cuda's kWarpRowLimit).
 constexpr int64_t kWarpRowLimit = 1024;
 
-/// Per graph value, per dim: -1 for a size-1 dim, else the size class
-/// (dims of equal size share one).
+/// Per graph value, per dim: the size class (>= 0; dims of equal size share
+/// one), or -size for a dim whose size is static in the kernel: size 1, and
+/// the indexed dim of a gather or scatter_add (its index check is static).
 struct SizePattern {
-  std::vector<std::vector<int>> classes;
+  std::vector<std::vector<int64_t>> classes;
 };
 
 SizePattern size_pattern(const ir::Graph &g) {
+  std::vector<std::vector<bool>> fixed(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) fixed[v].assign(g.values[v].shape.size(), false);
+  for (const ir::Node &n : g.nodes)
+    if ((n.kind == ir::OpKind::Gather || n.kind == ir::OpKind::ScatterAdd) && !n.operands.empty() && !n.ints.empty())
+    {
+      fixed[static_cast<size_t>(n.operands[0])][static_cast<size_t>(n.ints[0])] = true;
+      if (n.kind == ir::OpKind::ScatterAdd)  // the result has the input's shape
+        fixed[static_cast<size_t>(n.result)][static_cast<size_t>(n.ints[0])] = true;
+    }
   SizePattern p;
-  std::map<int64_t, int> class_of;
-  for (const ir::Value &v : g.values) {
-    std::vector<int> c;
-    for (int64_t s : v.shape) {
-      if (s == 1) {
-        c.push_back(-1);
+  std::map<int64_t, int64_t> class_of;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    std::vector<int64_t> c;
+    for (size_t d = 0; d < g.values[v].shape.size(); ++d) {
+      const int64_t s = g.values[v].shape[d];
+      if (s == 1 || fixed[v][d]) {
+        c.push_back(-s);
         continue;
       }
-      c.push_back(class_of.try_emplace(s, static_cast<int>(class_of.size())).first->second);
+      c.push_back(class_of.try_emplace(s, static_cast<int64_t>(class_of.size())).first->second);
     }
     p.classes.push_back(std::move(c));
   }
@@ -83,7 +95,7 @@ std::string cache_key(const ir::Graph &g, const SizePattern &p, bool long_rows) 
   std::string key = long_rows ? "long" : "short";
   for (size_t v = 0; v < g.values.size(); ++v) {
     key += std::string("|v") + ir::toString(g.values[v].type) + ":";
-    for (int c : p.classes[v]) key += std::to_string(c) + ".";
+    for (int64_t c : p.classes[v]) key += std::to_string(c) + ".";
   }
   for (const ir::Node &n : g.nodes) {
     key += std::string("|") + ir::toString(n.kind) + "(";
@@ -122,8 +134,8 @@ ir::Graph canonical_graph(const ir::Graph &g, const SizePattern &p, const std::v
   ir::Graph c = g;
   for (size_t v = 0; v < c.values.size(); ++v)
     for (size_t d = 0; d < c.values[v].shape.size(); ++d) {
-      const int cls = p.classes[v][d];
-      c.values[v].shape[d] = cls < 0 ? 1 : size_of[static_cast<size_t>(cls)];
+      const int64_t cls = p.classes[v][d];
+      c.values[v].shape[d] = cls < 0 ? -cls : size_of[static_cast<size_t>(cls)];
     }
   double k = 0;
   for (ir::Node &n : c.nodes)
@@ -153,8 +165,9 @@ std::shared_ptr<Entry> find_or_emit(const char *op, const ir::Graph &g) {
   // long rows of a reduction, and more again at the reference size. The
   // kernel does not depend on them beyond the kind they choose.
   size_t classes = 0;
-  for (const std::vector<int> &v : p.classes)
-    for (int c : v) classes = std::max(classes, static_cast<size_t>(c + 1));
+  for (const std::vector<int64_t> &v : p.classes)
+    for (int64_t c : v)
+      if (c >= 0) classes = std::max(classes, static_cast<size_t>(c + 1));
   std::vector<int64_t> self(classes), ref(classes);
   for (size_t c = 0; c < classes; ++c) {
     self[c] = 2 + static_cast<int64_t>(c) + (long_rows ? kWarpRowLimit : 0);
@@ -165,9 +178,6 @@ std::shared_ptr<Entry> find_or_emit(const char *op, const ir::Graph &g) {
   const bool ok = codegen::emitEagerCudaKernel(canonical_graph(g, p, self, 1.375), canonical_graph(g, p, ref, 1.625),
                                                kernel_name(key), &entry->kernel, &error);
   KILN_CHECK(ok, op, ": no CUDA kernel for this op yet: ", error);
-  for (const EagerCudaParam &q : entry->kernel.params)
-    KILN_CHECK(q.kind != EagerCudaParam::Kind::Status, op,
-               ": eager CUDA kernels with index checks are not launched yet (", entry->kernel.name, ")");
   if (const char *print = std::getenv("KILN_PRINT_CUDA"); print && std::string(print) == "1")
     std::fprintf(stderr, "// %s: eager CUDA kernel %s (%s) for %s\n%s\n", op, entry->kernel.name.c_str(),
                  entry->kernel.kind.c_str(), key.c_str(), entry->kernel.source.substr(entry->kernel.body_offset).c_str());
@@ -243,6 +253,12 @@ void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &in
   std::vector<int64_t> class_sizes;
   for (const codegen::EagerSizeSource &s : k.sizeOf)
     class_sizes.push_back((s.output ? outputs : inputs)[static_cast<size_t>(s.index)].size(s.dim));
+  // One int64 [2] status word per index check, read after the launch
+  // (runtime/IndexCheck.h; it synchronizes, as the CPU's check would).
+  std::vector<Tensor> statuses;
+  for (size_t c = 0; c < k.checks.size(); ++c)
+    statuses.push_back(Tensor::empty({runtime::kIndexStatusElements}, kInt64, outputs[0].device()));
+  for (Tensor &t : statuses) t.zero_();
   std::vector<ArgValue> values(k.params.size());
   std::vector<void *> args(k.params.size());
   for (size_t i = 0; i < k.params.size(); ++i) {
@@ -262,7 +278,7 @@ void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &in
       else v.i64 = static_cast<long long>(s);
       break;
     }
-    case EagerCudaParam::Kind::Status: break;  // refused in find_or_emit
+    case EagerCudaParam::Kind::Status: v.ptr = statuses[static_cast<size_t>(q.index)].raw_data(); break;
     }
     args[i] = &v;
   }
@@ -275,6 +291,10 @@ void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &in
     throw;
   } catch (const std::exception &e) {
     KILN_CHECK(false, op, ": CUDA kernel ", k.name, " (", k.kind, ") failed: ", e.what());
+  }
+  for (size_t c = 0; c < statuses.size(); ++c) {
+    const std::vector<int64_t> word = statuses[c].cpu().to_vector<int64_t>();
+    if (word[0] != 0) throw Error(runtime::index_error(k.checks[c], word[1]));
   }
 }
 

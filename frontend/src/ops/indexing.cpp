@@ -18,6 +18,7 @@
 #include "kiln/autograd.h"
 #include "kiln/ops.h"
 #include "kiln/runtime/IndexCheck.h"
+#include "../backend.h"
 #include "dispatch.h"
 #include "gather.h"
 #include "kernels.h"
@@ -163,6 +164,56 @@ void index_cpu(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const T
   }
 }
 const dispatch::KernelRegistrar<IndexKernel> index_cpu_reg(index_stub, DeviceType::CPU, index_cpu);
+
+/// The IndexSource a gather's error names.
+ir::IndexSource index_source(const char *name) {
+  const std::string n = name;
+  return n == "embedding" ? ir::IndexSource::Embedding
+         : n == "index_select" ? ir::IndexSource::IndexSelect : ir::IndexSource::Gather;
+}
+
+/// CopyRegion on a device: `src` (made contiguous) into the region of the
+/// contiguous `dst` at element `offset`, as one device copy per contiguous
+/// chunk: the region is contiguous from the first dim whose later dims all
+/// span dst.
+void copy_region_device(const Tensor &src, const Tensor &dst, int64_t offset) {
+  Tensor c = src.is_contiguous() ? src : Tensor::empty(src.sizes(), src.dtype(), src.device());
+  if (!src.is_contiguous()) kernels::copy_into_contiguous(src, c);
+  const int64_t rank = src.dim();
+  int64_t k = rank - 1;
+  while (k > 0 && src.size(k) == dst.size(k)) --k;
+  const int64_t chunk = rank == 0 ? 1 : src.size(k) * dst.stride(k);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < k; ++d) outer *= src.size(d);
+  const size_t item = itemsize(src.dtype());
+  runtime::DeviceBackend &backend = backend_of(dst.device(), "cat");
+  std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(k, 0)), 0);
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t at = offset;
+    for (int64_t d = 0; d < k; ++d) at += idx[d] * dst.stride(d);
+    backend.copy(static_cast<char *>(dst.raw_data()) + at * static_cast<int64_t>(item), dst.device(),
+                 static_cast<const char *>(c.raw_data()) + o * chunk * static_cast<int64_t>(item), c.device(),
+                 static_cast<size_t>(chunk) * item);
+    for (int64_t d = k - 1; d >= 0 && ++idx[d] == src.size(d); --d) idx[d] = 0;
+  }
+}
+
+/// CUDA: gather and scatter_add as their dialect ops (index checks through
+/// the kernel's status word); cat's regions as device copies.
+void index_cuda(Ix op, const Tensor &x, const Tensor &index, int64_t arg, const Tensor &out, const char *name) {
+  switch (op) {
+  case Ix::Gather:
+    dispatch::run_graph_kernel(
+        name, dispatch::graph_node(ir::OpKind::Gather, {arg, static_cast<int64_t>(index_source(name))}), {x, index},
+        {out});
+    break;
+  case Ix::ScatterAdd:
+    dispatch::run_graph_kernel(name, dispatch::graph_node(ir::OpKind::ScatterAdd, {arg}), {out, index, x}, {out});
+    break;
+  case Ix::CopyRegion: copy_region_device(x, out, arg); break;
+  }
+}
+const dispatch::KernelRegistrar<IndexKernel> index_cuda_reg(index_stub, DeviceType::CUDA, index_cuda);
 
 /// Output shape of cat, checking ranks and the non-cat sizes. Legacy 1-D
 /// empty tensors ([0]) are skipped as in PyTorch; `used` lists the others.

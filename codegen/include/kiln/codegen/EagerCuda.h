@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kiln/ir/Graph.h"
+#include "kiln/runtime/IndexCheck.h"
 
 namespace kiln::codegen {
 
@@ -61,6 +62,9 @@ struct EagerCudaKernel {
   int64_t work_per_block = 1;
   int64_t max_blocks = 65536;
   int64_t dynamic_shared_bytes = 0;
+  /// Per Status parameter: what its status word checks (the op's name and
+  /// indexed dim; the indexed size is static, part of the kernel's key).
+  std::vector<runtime::IndexCheck> checks;
 
   /// gridDim.x for these size-class values: ceil(work / work_per_block) in [1, max_blocks].
   int64_t gridBlocks(const std::vector<int64_t> &class_sizes) const;
@@ -71,7 +75,9 @@ struct EagerCudaKernel {
 /// dynamic differs, pairs of sizes tell dims of one class), runs kiln-fuse on
 /// both, and emits the one fusion as a shape-generic kernel named `name`.
 /// Every input stride is a run-time parameter (the inputs may be any strided
-/// view; outputs are row-major). Every Constant node becomes a scalar
+/// view; outputs are row-major). The indexed dim of a gather or scatter_add
+/// must have the same size in both graphs (its index check is static).
+/// Every Constant node becomes a scalar
 /// parameter; the Constant nodes of `graph` must have distinct values, and
 /// those of `reference` other values. Returns false with `*error` naming the op
 /// when the op's form is not one fusion over the graph's inputs or the
