@@ -13,6 +13,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
+#include "models/cnn.h"
 #include "models/gpt.h"
 
 namespace kiln::cuda_eager {  // frontend/src/cuda/graph_kernels.cpp
@@ -271,6 +272,33 @@ std::vector<double> gpt_losses(Device device, int steps) {
 
 TEST_F(CudaEager, GptTrainingMatchesTheCpuFor20Steps) {
   const std::vector<double> cpu = gpt_losses(kCPU, 20), cuda = gpt_losses(kCuda0, 20);
+  ASSERT_EQ(cpu.size(), cuda.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
+  EXPECT_LT(cuda.back(), cuda.front());
+}
+
+/// Losses of `steps` AdamW steps of the residual digits CNN (conv2d,
+/// batch_norm, max and average pooling) on a fixed batch, on `device`.
+std::vector<double> cnn_losses(Device device, int steps) {
+  manual_seed(13);
+  auto cnn = std::make_shared<models::DigitsCNN>(4);
+  Tensor x = rand({8, 1, 8, 8}), y = clamp(floor(rand({8}) * 10.0), 0.0, 9.0).to(kInt64);
+  cnn->to(device);
+  x = x.to(device), y = y.to(device);
+  optim::AdamW opt(cnn->parameters(), optim::AdamWOptions(1e-2));
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::cross_entropy(cnn->forward(x), y);
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item());
+  }
+  return losses;
+}
+
+TEST_F(CudaEager, CnnTrainingMatchesTheCpuFor10Steps) {
+  const std::vector<double> cpu = cnn_losses(kCPU, 10), cuda = cnn_losses(kCuda0, 10);
   ASSERT_EQ(cpu.size(), cuda.size());
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
   EXPECT_LT(cuda.back(), cuda.front());

@@ -88,6 +88,15 @@ void conv_cpu(runtime::ConvOp op, const ConvParams &p, const runtime::ConvShape 
 }
 const dispatch::KernelRegistrar<ConvKernel> conv_cpu_reg(conv_stub, DeviceType::CPU, conv_cpu);
 
+/// CUDA: the backend's convolution (cuDNN on a GPU; the simulator runs the CPU's).
+void conv_cuda(runtime::ConvOp op, const ConvParams &p, const runtime::ConvShape &, const Tensor &a, const Tensor &b,
+               const Tensor &out) {
+  dispatch::on_backend("conv2d", out.device(), [&](runtime::DeviceBackend &backend, runtime::Stream &stream) {
+    backend.conv2d(op, runtime_params(p), dispatch::view_of(a), dispatch::view_of(b), dispatch::view_of(out), stream);
+  });
+}
+const dispatch::KernelRegistrar<ConvKernel> conv_cuda_reg(conv_stub, DeviceType::CUDA, conv_cuda);
+
 /// Runs (unless a lazy trace skips compute) and records one conv primitive.
 Tensor run_conv(runtime::ConvOp op, ir::OpKind kind, const char *name, const ConvParams &p, const Tensor &a,
                 const Tensor &b, const runtime::ConvShape &s) {
@@ -250,6 +259,19 @@ void pool_cpu(runtime::MaxPoolOp op, const PoolParams &p, const Shape &planes, c
                       indices.defined() ? indices.data_ptr<int64_t>() : nullptr);
 }
 const dispatch::KernelRegistrar<PoolKernel> pool_cpu_reg(pool_stub, DeviceType::CPU, pool_cpu);
+
+/// CUDA: the backend's max pooling (the simulator runs the CPU's).
+void pool_cuda(runtime::MaxPoolOp op, const PoolParams &p, const Shape &, const Shape &, const Tensor &src,
+               const Tensor &indices, const Tensor &values) {
+  runtime::Pool2dParams rp;
+  rp.kernel = p.kernel;
+  rp.stride = p.stride;
+  rp.padding = p.padding;
+  dispatch::on_backend("max_pool2d", src.device(), [&](runtime::DeviceBackend &backend, runtime::Stream &stream) {
+    backend.max_pool2d(op, rp, dispatch::view_of(src), dispatch::view_of(indices), dispatch::view_of(values), stream);
+  });
+}
+const dispatch::KernelRegistrar<PoolKernel> pool_cuda_reg(pool_stub, DeviceType::CUDA, pool_cuda);
 
 void check_pool_args(const Tensor &x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
                      const char *op) {

@@ -27,9 +27,12 @@ void fill_cpu(const Tensor &out, double value) {
 }
 const dispatch::KernelRegistrar<FillKernel> fill_cpu_reg(fill_stub, DeviceType::CPU, fill_cpu);
 
-/// CUDA: a kiln.constant splat whose value is the kernel's scalar parameter.
+/// CUDA: a float64 kiln.constant splat (the kernel's scalar parameter)
+/// converted to out's dtype, as store_from_double converts on the CPU.
 void fill_cuda(const Tensor &out, double value) {
-  dispatch::run_graph_kernel("fill", dispatch::graph_node(ir::OpKind::Constant), {}, {out}, {value});
+  dispatch::GraphMaker g;
+  g.output(g.convert(g.constant(value, out.sizes(), kFloat64), out.dtype()));
+  g.run("fill", {}, {out});
 }
 const dispatch::KernelRegistrar<FillKernel> fill_cuda_reg(fill_stub, DeviceType::CUDA, fill_cuda);
 

@@ -97,23 +97,30 @@ ir::Node graph_node(ir::OpKind kind, std::vector<int64_t> ints, bool keepdim, do
   return n;
 }
 
-void device_gemm(const char *op, const Tensor &a, const Tensor &b, const Tensor &out) {
+runtime::TensorView view_of(const Tensor &t) {
+  if (!t.defined()) return {};
+  const TensorImpl &i = *t.impl();
+  return runtime::TensorView{i.storage, i.offset, i.sizes, i.strides, i.dtype};
+}
+
+void on_backend(const char *op, const Device &device,
+                const std::function<void(runtime::DeviceBackend &, runtime::Stream &)> &fn) {
   if (trace::skip_compute()) return;
-  auto view = [](const Tensor &t) {
-    const TensorImpl &i = *t.impl();
-    return runtime::TensorView{i.storage, i.offset, i.sizes, i.strides, i.dtype};
-  };
-  const Device device = out.device();
   runtime::DeviceBackend *backend = runtime::find_backend(device.type);
   KILN_CHECK(backend != nullptr, op, ": no backend for ", device.str());
   try {
-    backend->gemm(view(a), view(b), view(out), backend->default_stream(device.index));
+    fn(*backend, backend->default_stream(device.index));
   } catch (const Error &) {
     throw;
   } catch (const std::exception &e) {
-    KILN_CHECK(false, op, ": the GEMM of ", device.str(), " failed for ", shape_str(a.sizes()), " x ",
-               shape_str(b.sizes()), " (", dtype_name(a.dtype()), "): ", e.what());
+    KILN_CHECK(false, op, " on ", device.str(), " failed: ", e.what());
   }
+}
+
+void device_gemm(const char *op, const Tensor &a, const Tensor &b, const Tensor &out) {
+  on_backend(op, out.device(), [&](runtime::DeviceBackend &backend, runtime::Stream &stream) {
+    backend.gemm(view_of(a), view_of(b), view_of(out), stream);
+  });
 }
 
 ir::ElementType element_type(DType t) {

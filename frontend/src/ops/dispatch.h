@@ -18,12 +18,15 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <utility>
 #include <vector>
 
 #include "kiln/error.h"
 #include "kiln/ir/Graph.h"
+#include "kiln/runtime/DeviceBackend.h"
+#include "kiln/runtime/TensorView.h"
 #include "kiln/tensor.h"
 
 namespace kiln::dispatch {
@@ -123,6 +126,16 @@ bool device_has_zero(const char *op, const Tensor &t);
 /// Runs `graph` (see GraphRunner) on the device of `outputs`.
 void run_graph_kernel(const char *op, const ir::Graph &graph, const std::vector<Tensor> &inputs,
                       const std::vector<Tensor> &outputs, const std::vector<double> &scalars = {});
+
+/// `t` as the runtime's strided view (an empty view, without a buffer, for
+/// an undefined tensor): what a DeviceBackend's GEMM, conv and pool take.
+runtime::TensorView view_of(const Tensor &t);
+
+/// Runs `fn(backend, stream)` with the backend and default stream of
+/// `device`, turning a std::exception from the library into a kiln::Error
+/// naming `op` (a lazy segment trace skips it).
+void on_backend(const char *op, const Device &device,
+                const std::function<void(runtime::DeviceBackend &, runtime::Stream &)> &fn);
 
 /// out = a x b through the GEMM of out's device backend (cuBLASLt on a GPU;
 /// the simulator runs the CPU's): [M, K] x [K, N] or batched [B, M, K] x
