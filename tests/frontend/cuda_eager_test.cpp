@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -132,6 +133,47 @@ TEST_F(CudaEager, ReductionsMatchTheCpu) {
     EXPECT_TRUE(bitwise_equal(amin(da, {0}), amin(a, {0}))) << shape_str(shape);
     EXPECT_TRUE(bitwise_equal(argmax(da, -1), argmax(a, -1))) << shape_str(shape);
     EXPECT_TRUE(bitwise_equal(argmin(da, 0), argmin(a, 0))) << shape_str(shape);
+  }
+}
+
+TEST_F(CudaEager, MaxWithIndicesAndCumsum) {
+  manual_seed(9);
+  for (Shape shape : {Shape{6, 10}, Shape{4, 3, 5}}) {
+    Tensor a = randn(shape);
+    Tensor da = a.to(kCuda0);
+    for (int64_t dim : {0, -1}) {
+      auto [v, i] = max(da, dim);
+      auto [cv, ci] = max(a, dim);
+      EXPECT_TRUE(bitwise_equal(v, cv)) << shape_str(shape) << " dim " << dim;
+      EXPECT_TRUE(bitwise_equal(i, ci)) << shape_str(shape) << " dim " << dim;
+      auto [mv, mi] = min(da, dim, /*keepdim=*/true);
+      auto [cmv, cmi] = min(a, dim, true);
+      EXPECT_TRUE(bitwise_equal(mv, cmv) && bitwise_equal(mi, cmi)) << shape_str(shape) << " dim " << dim;
+      EXPECT_LE(max_relative(cumsum(da, dim), cumsum(a, dim)), 1e-6) << shape_str(shape) << " dim " << dim;
+    }
+  }
+}
+
+TEST_F(CudaEager, GradScalerUnscalesAndFindsInfOnCuda) {
+  for (bool poison : {false, true}) {
+    std::vector<std::vector<float>> grads;
+    std::vector<double> scales;
+    for (Device d : {kCPU, kCuda0}) {
+      manual_seed(10);
+      Tensor w = randn({6, 4}).to(d).requires_grad_(true);
+      optim::SGD opt({w}, optim::SGDOptions(0.1));
+      amp::GradScaler scaler(amp::GradScalerOptions().init_scale(1024.0));
+      Tensor loss = (w * w).sum();
+      if (poison) loss = loss * full({}, std::numeric_limits<double>::infinity(), kFloat32, d);
+      scaler.scale(loss).backward();
+      scaler.unscale_(opt);
+      scaler.step(opt);
+      scaler.update();
+      grads.push_back(w.grad().cpu().to_vector<float>());
+      scales.push_back(scaler.get_scale());
+    }
+    EXPECT_EQ(scales[0], scales[1]) << "poison " << poison;
+    if (!poison) EXPECT_EQ(grads[0], grads[1]);
   }
 }
 

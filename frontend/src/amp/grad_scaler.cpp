@@ -59,6 +59,37 @@ using UnscaleKernel = bool(const Tensor &g, float inv_scale);
 dispatch::DispatchStub<UnscaleKernel> unscale_stub("amp unscale");
 const dispatch::KernelRegistrar<UnscaleKernel> unscale_cpu_reg(unscale_stub, DeviceType::CPU, unscale_grad_cpu);
 
+/// CUDA: one reduction kernel for "all finite" (min over (x - x == 0):
+/// inf - inf and NaN - NaN are NaN, which compares unequal), read back to
+/// the host (a synchronization; PyTorch keeps found_inf on the device), then
+/// one kernel scaling g in place with unscale_grad_cpu's rounding.
+bool unscale_grad_cuda(const Tensor &g, float inv_scale) {
+  KILN_CHECK(g.is_contiguous(), "GradScaler.unscale_: a non-contiguous ", g.device().str(), " gradient (strides ",
+             shape_str(g.strides()), ") is not supported yet");
+  if (g.numel() == 0) return false;
+  auto impl = std::make_shared<TensorImpl>(*g.impl());
+  impl->sizes = {g.numel()};
+  impl->strides = {1};
+  const Tensor flat(impl);
+  const Tensor finite = Tensor::empty({}, kFloat32, g.device());
+  {
+    dispatch::GraphMaker r;
+    const int x = r.input(flat);
+    const int same = r.compare(ir::Predicate::EQ, r.binary(ir::OpKind::Sub, x, x), r.constant(0.0, x));
+    r.output(r.node(dispatch::graph_node(ir::OpKind::ReduceMin, {0}), {r.convert(same, kFloat32)}, {},
+                    ir::ElementType::F32));
+    r.run("GradScaler.unscale_", {flat}, {finite});
+  }
+  const bool found = finite.cpu().item() == 0.0;
+  dispatch::GraphMaker m;
+  const DType compute = g.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const int x = m.convert(m.input(flat), compute);
+  m.output(m.convert(m.binary(ir::OpKind::Mul, x, m.constant(inv_scale, x)), g.dtype()));
+  m.run("GradScaler.unscale_", {flat}, {flat});
+  return found;
+}
+const dispatch::KernelRegistrar<UnscaleKernel> unscale_cuda_reg(unscale_stub, DeviceType::CUDA, unscale_grad_cuda);
+
 /// g *= inv_scale in place through g's device kernel; whether g held inf or NaN.
 bool unscale_grad(const Tensor &g, float inv_scale) {
   const bool found = unscale_stub("GradScaler.unscale_", g.device().type, g, inv_scale);

@@ -180,6 +180,24 @@ void scan_cpu(Scan op, const char *name, const Tensor &x, int64_t dim, const Ten
 }
 const dispatch::KernelRegistrar<ScanKernel> scan_cpu_reg(scan_stub, DeviceType::CPU, scan_cpu);
 
+/// CUDA: max/min(dim) as the two nodes a trace records (reduce_max/min and
+/// argmax/argmin, keepdim) in one generated kernel; cumsum as kiln.cumsum.
+void scan_cuda(Scan op, const char *name, const Tensor &x, int64_t dim, const Tensor &values, const Tensor &indices) {
+  if (op == Scan::Cumsum) {
+    dispatch::run_graph_kernel(name, dispatch::graph_node(ir::OpKind::Cumsum, {dim}), {x}, {values});
+    return;
+  }
+  const bool is_max = op == Scan::Max;
+  dispatch::GraphMaker g;
+  const int in = g.input(x);
+  g.output(g.node(dispatch::graph_node(is_max ? ir::OpKind::ReduceMax : ir::OpKind::ReduceMin, {dim}, true), {in},
+                  values.sizes(), dispatch::element_type(values.dtype())));
+  g.output(g.node(dispatch::graph_node(is_max ? ir::OpKind::ArgMax : ir::OpKind::ArgMin, {dim}, true), {in},
+                  indices.sizes(), ir::ElementType::I64));
+  g.run(name, {x}, {values, indices});
+}
+const dispatch::KernelRegistrar<ScanKernel> scan_cuda_reg(scan_stub, DeviceType::CUDA, scan_cuda);
+
 /// Variance over `dims` as sum((x - mean)^2) / max(0, N - correction), in
 /// the compute dtype (float64 stays, everything else float32).
 Tensor variance(const Tensor &a, const Shape &dims_in, int64_t correction, bool keepdim, const char *op) {
