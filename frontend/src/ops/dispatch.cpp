@@ -5,6 +5,7 @@
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/TensorView.h"
 #include "../trace.h"
+#include "../compile/tracer.h"
 #include "kernels.h"
 #include "kiln/autograd.h"
 
@@ -123,18 +124,7 @@ void device_gemm(const char *op, const Tensor &a, const Tensor &b, const Tensor 
   });
 }
 
-ir::ElementType element_type(DType t) {
-  switch (t) {
-  case DType::Float32: return ir::ElementType::F32;
-  case DType::Float16: return ir::ElementType::F16;
-  case DType::BFloat16: return ir::ElementType::BF16;
-  case DType::Int64: return ir::ElementType::I64;
-  case DType::Bool: return ir::ElementType::Bool;
-  case DType::Float64: return ir::ElementType::F64;
-  case DType::Int32: return ir::ElementType::I32;
-  }
-  return ir::ElementType::F32;
-}
+ir::ElementType element_type(DType t) { return trace::element_type(t); }
 
 int GraphMaker::input(const Tensor &t) {
   const int v = graph_.addValue(t.sizes(), element_type(t.dtype()));
