@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -230,33 +231,53 @@ TEST_F(CudaEager, EveryKernelCompilesWithNvrtcWithoutSpills) {
   }
 }
 
-/// Losses of `steps` AdamW steps of a 64-128-10 MLP with cross-entropy on a
-/// fixed batch, on `device` (the same initial weights on every device).
-std::vector<double> mlp_losses(Device device, int steps) {
-  manual_seed(11);
-  auto mlp = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
-  Tensor x = rand({32, 64}), y = clamp(floor(rand({32}) * 10.0), 0.0, 9.0).to(kInt64);
-  mlp->to(device);
+/// The loss of each of `steps` AdamW steps (lr `lr`, gradient norm clipped
+/// at `clip`) of `model` on the fixed batch (x, y), everything moved to
+/// `device` first; `loss` maps (model output, y) to the scalar loss.
+std::vector<double> adamw_losses(std::shared_ptr<nn::Module> model, Tensor x, Tensor y, Device device, int steps,
+                                 double lr, double clip,
+                                 const std::function<Tensor(const Tensor &, const Tensor &)> &loss_of) {
+  model->to(device);
   x = x.to(device), y = y.to(device);
-  optim::AdamW opt(mlp->parameters(), optim::AdamWOptions(2e-3));
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions(lr).weight_decay(0.1));
   std::vector<double> losses;
   for (int i = 0; i < steps; ++i) {
     opt.zero_grad();
-    Tensor loss = nn::functional::cross_entropy(mlp->forward(x), y);
+    Tensor loss = loss_of(model->forward(x), y);
     loss.backward();
-    (void)nn::utils::clip_grad_norm_(mlp->parameters(), 1e9);
+    (void)nn::utils::clip_grad_norm_(model->parameters(), clip);
     opt.step();
     losses.push_back(loss.item());
   }
   return losses;
 }
 
-TEST_F(CudaEager, MlpTrainingMatchesTheCpuFor20Steps) {
-  const std::vector<double> cpu = mlp_losses(kCPU, 20), cuda = mlp_losses(kCuda0, 20);
+/// Class labels [n] in [0, classes) from the default generator.
+Tensor labels(int64_t n, int64_t classes) {
+  return clamp(floor(rand({n}) * static_cast<double>(classes)), 0.0, static_cast<double>(classes - 1)).to(kInt64);
+}
+
+Tensor classification(const Tensor &logits, const Tensor &y) {
+  return nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y);
+}
+
+/// `losses(kCPU)` and `losses(kCuda0)` agree at 1e-4 relative at every step, and training lowers the loss.
+void expect_same_training(const std::function<std::vector<double>(Device)> &losses) {
+  const std::vector<double> cpu = losses(kCPU), cuda = losses(kCuda0);
   ASSERT_EQ(cpu.size(), cuda.size());
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
   EXPECT_LT(cuda.back(), cuda.front());
+}
+
+/// A 64-128-10 MLP with cross-entropy, 20 steps.
+TEST_F(CudaEager, MlpTrainingMatchesTheCpuFor20Steps) {
+  expect_same_training([](Device d) {
+    manual_seed(11);
+    auto mlp = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
+    Tensor x = rand({32, 64}), y = labels(32, 10);
+    return adamw_losses(mlp, x, y, d, 20, 2e-3, 1e9, classification);
+  });
 }
 
 /// One step of `make_optimizer` on a parameter with a fixed gradient, on `device`.
@@ -287,63 +308,26 @@ TEST_F(CudaEager, OptimizerStepsMatchTheCpu) {
   expect_close(one_step(kCuda0, rms), one_step(kCPU, rms), "rmsprop centered");
 }
 
-/// Losses of `steps` AdamW steps of a small GPT (examples/models/gpt.h:
-/// embedding, layer_norm, attention with softmax, gelu, cross-entropy) on a
-/// fixed batch of token ids, on `device`.
-std::vector<double> gpt_losses(Device device, int steps) {
-  manual_seed(12);
-  auto gpt = std::make_shared<models::GPT>(/*vocab=*/11, /*context=*/8, /*layers=*/1, /*d_model=*/16, /*heads=*/2,
-                                           /*dropout=*/0.0);
-  Tensor x = clamp(floor(rand({2, 8}) * 11.0), 0.0, 10.0).to(kInt64);
-  Tensor y = clamp(floor(rand({16}) * 11.0), 0.0, 10.0).to(kInt64);
-  gpt->to(device);
-  x = x.to(device), y = y.to(device);
-  optim::AdamW opt(gpt->parameters(), optim::AdamWOptions(3e-3).weight_decay(0.1));
-  std::vector<double> losses;
-  for (int i = 0; i < steps; ++i) {
-    opt.zero_grad();
-    Tensor logits = gpt->forward(x);
-    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y);
-    loss.backward();
-    (void)nn::utils::clip_grad_norm_(gpt->parameters(), 1.0);
-    opt.step();
-    losses.push_back(loss.item());
-  }
-  return losses;
-}
-
+/// A small GPT (examples/models/gpt.h: embedding, layer_norm, attention
+/// with softmax, gelu, cross-entropy) on token ids, 20 steps.
 TEST_F(CudaEager, GptTrainingMatchesTheCpuFor20Steps) {
-  const std::vector<double> cpu = gpt_losses(kCPU, 20), cuda = gpt_losses(kCuda0, 20);
-  ASSERT_EQ(cpu.size(), cuda.size());
-  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
-  EXPECT_LT(cuda.back(), cuda.front());
+  expect_same_training([](Device d) {
+    manual_seed(12);
+    auto gpt = std::make_shared<models::GPT>(/*vocab=*/11, /*context=*/8, /*layers=*/1, /*d_model=*/16, /*heads=*/2,
+                                             /*dropout=*/0.0);
+    Tensor x = labels(16, 11).reshape({2, 8}), y = labels(16, 11);
+    return adamw_losses(gpt, x, y, d, 20, 3e-3, 1.0, classification);
+  });
 }
 
-/// Losses of `steps` AdamW steps of the residual digits CNN (conv2d,
-/// batch_norm, max and average pooling) on a fixed batch, on `device`.
-std::vector<double> cnn_losses(Device device, int steps) {
-  manual_seed(13);
-  auto cnn = std::make_shared<models::DigitsCNN>(4);
-  Tensor x = rand({8, 1, 8, 8}), y = clamp(floor(rand({8}) * 10.0), 0.0, 9.0).to(kInt64);
-  cnn->to(device);
-  x = x.to(device), y = y.to(device);
-  optim::AdamW opt(cnn->parameters(), optim::AdamWOptions(1e-2));
-  std::vector<double> losses;
-  for (int i = 0; i < steps; ++i) {
-    opt.zero_grad();
-    Tensor loss = nn::functional::cross_entropy(cnn->forward(x), y);
-    loss.backward();
-    opt.step();
-    losses.push_back(loss.item());
-  }
-  return losses;
-}
-
+/// The residual digits CNN (conv2d, batch_norm, max and average pooling), 10 steps.
 TEST_F(CudaEager, CnnTrainingMatchesTheCpuFor10Steps) {
-  const std::vector<double> cpu = cnn_losses(kCPU, 10), cuda = cnn_losses(kCuda0, 10);
-  ASSERT_EQ(cpu.size(), cuda.size());
-  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
-  EXPECT_LT(cuda.back(), cuda.front());
+  expect_same_training([](Device d) {
+    manual_seed(13);
+    auto cnn = std::make_shared<models::DigitsCNN>(4);
+    Tensor x = rand({8, 1, 8, 8}), y = labels(8, 10);
+    return adamw_losses(cnn, x, y, d, 10, 1e-2, 1e9, classification);
+  });
 }
 
 TEST_F(CudaEager, OutOfRangeIndexRaisesAsOnTheCpu) {
