@@ -330,6 +330,24 @@ TEST_F(CudaEager, CnnTrainingMatchesTheCpuFor10Steps) {
   });
 }
 
+/// Backward formulas build their helper tensors on the gradient's device
+/// (kiln-fuzz --device cuda-sim seed 1 graph 17: narrow's padding; seed 3
+/// graph 103: max(dim)'s positions were cpu tensors).
+TEST_F(CudaEager, NarrowAndMaxDimGradientsStayOnTheDevice) {
+  manual_seed(14);
+  Tensor a = randn({3, 4, 5});
+  std::vector<std::vector<float>> grads;
+  for (Device d : {kCPU, kCuda0}) {
+    Tensor x = a.to(d).detach().requires_grad_(true);
+    Tensor y = x.narrow(1, 1, 2) * 2.0;
+    Tensor z = max(x, 2).first;
+    (sum(y) + sum(z * z)).backward();
+    EXPECT_EQ(x.grad().device(), d);
+    grads.push_back(x.grad().cpu().to_vector<float>());
+  }
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 TEST_F(CudaEager, OutOfRangeIndexRaisesAsOnTheCpu) {
   Tensor weight = ones({5, 3}).to(kCuda0);
   Tensor ids = tensor(std::vector<int64_t>{1, 7, 2}, {3}).to(kCuda0);

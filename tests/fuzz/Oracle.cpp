@@ -61,7 +61,7 @@ CallResult run_call(nn::Module &m, const std::vector<Tensor> &params, const Tens
   CallResult r;
   Tensor out = m.forward(x);
   if (out.requires_grad()) {
-    Tensor w = fixed_weights(out.sizes(), seed + 7, out.dtype());
+    Tensor w = fixed_weights(out.sizes(), seed + 7, out.dtype()).to(out.device());
     sum(out * w).backward();
   }
   r.tensors.push_back(out.detach());
@@ -258,7 +258,58 @@ bool layer_norm_of_constant_row(const Program &p, std::vector<Tensor> inputs, co
 
 }  // namespace
 
+/// check() for Options::device: eager on the device vs eager on the cpu.
+Verdict check_on_device(const Program &p, const Options &o, uint64_t seed) {
+  const std::vector<Tensor> inputs = make_inputs(p, p.batch, seed);
+  std::vector<Tensor> device_inputs;
+  for (const Tensor &t : inputs) device_inputs.push_back(t.to(o.device));
+  ProgramModule cpu(p, inputs, kFloat32), reference(p, inputs, kFloat64), dev(p, device_inputs, kFloat32);
+  std::vector<int64_t> batches{p.batch};
+  if (o.batch2 > 0) batches.push_back(o.batch2);
+  Verdict v;
+  for (size_t call = 0; call < batches.size(); ++call) {
+    const uint64_t call_seed = seed * 1000003 + call + 1;
+    const Tensor x = make_inputs(p, batches[call], call_seed)[0];
+    CallResult e, r, d;
+    try {
+      e = run_call(cpu, cpu.tensors(), x, p.inputs[0].requires_grad, call_seed, kFloat32);
+      r = run_call(reference, reference.tensors(), x, p.inputs[0].requires_grad, call_seed, kFloat64);
+    } catch (const Error &err) {
+      if (call > 0) break;  // the program does not fit the second batch size
+      v.status = Verdict::Invalid;
+      v.message = std::string("eager throws: ") + err.what();
+      return v;
+    }
+    try {
+      d = run_call(dev, dev.tensors(), x.to(o.device), p.inputs[0].requires_grad, call_seed, kFloat32);
+    } catch (const std::exception &err) {
+      v.status = Verdict::CompiledError;
+      v.message = "call " + std::to_string(call + 1) + ": " + o.device.str() + " throws where cpu runs: " + err.what();
+      return v;
+    }
+    for (size_t k = 0; k < e.tensors.size(); ++k) {
+      const Tensor dt = d.tensors[k].defined() ? d.tensors[k].cpu() : Tensor(), et = e.tensors[k];
+      const bool half = et.defined() && (et.dtype() == kBFloat16 || et.dtype() == kFloat16);
+      const double multiplier = half || (et.defined() && et.numel() < 1000) ? 3.0 : 2.0;
+      const std::string why = compare(dt, et, r.tensors[k], multiplier, half ? 1e-2 : 1e-4);
+      if (!why.empty() && layer_norm_of_constant_row(p, inputs, x)) {
+        v.status = Verdict::IllConditioned;
+        v.message = "layer_norm of a constant row: " + why;
+        return v;
+      }
+      if (!why.empty()) {
+        v.status = Verdict::Mismatch;
+        v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) + "), " +
+                    e.names[k] + " on " + o.device.str() + " vs cpu: " + why;
+        return v;
+      }
+    }
+  }
+  return v;
+}
+
 Verdict check(const Program &p, const Options &o, uint64_t seed) {
+  if (!o.device.is_cpu()) return check_on_device(p, o, seed);
   const std::vector<Tensor> inputs = make_inputs(p, p.batch, seed);
   ProgramModule eager(p, inputs, kFloat32), reference(p, inputs, kFloat64);
   auto inner = std::make_shared<ProgramModule>(p, inputs, kFloat32);

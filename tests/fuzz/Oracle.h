@@ -25,6 +25,10 @@ struct Options {
   /// > 0: after two calls at the program's batch, a third at this batch
   /// (automatic dynamic shapes make the batch dim symbolic).
   int64_t batch2 = 0;
+  /// Not the cpu: the program runs eagerly on this device against the same
+  /// program eagerly on the cpu (and float64 on the cpu), with the same rule;
+  /// the compile options are unused (kiln-fuzz --device cuda-sim).
+  Device device = kCPU;
 
   std::string str() const;
   static Options parse(const std::string &text);

@@ -1,6 +1,6 @@
 // kiln-fuzz: random-graph differential testing of kiln::compile.
 //
-//   kiln-fuzz [--seed S|random] [--graphs N] [--device cpu] [--graph K]
+//   kiln-fuzz [--seed S|random] [--graphs N] [--device cpu|cuda-sim|cuda] [--graph K]
 //             [--no-shrink] [--no-fork] [--max-failures F] [--verbose]
 //             [--exclude OP,OP...]
 //   kiln-fuzz --replay PROGRAM [--options OPTIONS] [--input-seed N]
@@ -37,13 +37,14 @@ struct Args {
   bool shrink = true, fork = true, verbose = false;
   int max_failures = 10;
   std::vector<std::string> excluded;  ///< --exclude: ops never drawn
+  Device device = kCPU;               ///< --device: cuda runs each program eagerly there against the cpu
   std::string replay, replay_options;  ///< --replay: check one program (Program::str() form)
   uint64_t input_seed = 1;
 };
 
 [[noreturn]] void usage(const char *why) {
   std::fprintf(stderr,
-               "kiln-fuzz: %s\nusage: kiln-fuzz [--seed S|random] [--graphs N] [--device cpu] [--graph K] "
+               "kiln-fuzz: %s\nusage: kiln-fuzz [--seed S|random] [--graphs N] [--device cpu|cuda-sim|cuda] [--graph K] "
                "[--no-shrink] [--no-fork] [--max-failures F] [--verbose] [--exclude OP,...]\n"
                "       kiln-fuzz --replay PROGRAM [--options OPTIONS] [--input-seed N]\n",
                why);
@@ -68,8 +69,14 @@ Args parse_args(int argc, char **argv) {
       a.only = std::stoi(value());
     } else if (k == "--device") {
       const std::string d = value();
-      if (d != "cpu")
-        usage(("device '" + d + "' is not available yet (only cpu; the CUDA simulator and GPU come with CUDA)").c_str());
+      if (d == "cuda-sim") {
+        ::setenv("KILN_CUDA_SIM", "1", 1);  // the simulator serves cuda:0 (runtime/src/cuda/CudaRegistry.cpp)
+        a.device = Device(DeviceType::CUDA, 0);
+      } else if (d == "cuda") {
+        a.device = Device(DeviceType::CUDA, 0);
+      } else if (d != "cpu") {
+        usage(("unknown device '" + d + "' (cpu, cuda-sim or cuda)").c_str());
+      }
     } else if (k == "--no-shrink") {
       a.shrink = false;
     } else if (k == "--no-fork") {
@@ -145,6 +152,10 @@ Outcome run_graph(const Args &a, int k) {
   Program p = gen.generate();
   std::mt19937_64 rng(gs ^ 0x9e3779b97f4a7c15ull);
   Options o = Options::random(rng, p.batch);
+  if (!a.device.is_cpu()) {
+    o = Options();  // eager on the device vs eager on the cpu: no compile options
+    o.device = a.device;
+  }
   Outcome out;
   for (const Op &op : p.ops) out.ops.push_back(op.name);
   out.options = o.str();

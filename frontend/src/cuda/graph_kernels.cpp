@@ -41,7 +41,7 @@ using codegen::EagerCudaParam;
 constexpr int64_t kWarpRowLimit = 1024;
 
 /// Per graph value, per dim: the size class (>= 0; dims of equal size share
-/// one), or -size for a dim whose size is static in the kernel: size 1, and
+/// one; classes numbered by increasing size), or -size for a dim whose size is static in the kernel: size 1, and
 /// the indexed dim of a gather or scatter_add (its index check is static).
 struct SizePattern {
   std::vector<std::vector<int64_t>> classes;
@@ -57,17 +57,21 @@ SizePattern size_pattern(const ir::Graph &g) {
       if (n.kind == ir::OpKind::ScatterAdd)  // the result has the input's shape
         fixed[static_cast<size_t>(n.result)][static_cast<size_t>(n.ints[0])] = true;
     }
-  SizePattern p;
+  // Classes are numbered in the order of their sizes, so canonical sizes
+  // that grow with the class keep every size relation an op's verifier
+  // checks (a gather's index no larger than its input).
   std::map<int64_t, int64_t> class_of;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    for (size_t d = 0; d < g.values[v].shape.size(); ++d)
+      if (g.values[v].shape[d] != 1 && !fixed[v][d]) class_of[g.values[v].shape[d]] = 0;
+  int64_t next = 0;
+  for (auto &[size, cls] : class_of) cls = next++;
+  SizePattern p;
   for (size_t v = 0; v < g.values.size(); ++v) {
     std::vector<int64_t> c;
     for (size_t d = 0; d < g.values[v].shape.size(); ++d) {
       const int64_t s = g.values[v].shape[d];
-      if (s == 1 || fixed[v][d]) {
-        c.push_back(-s);
-        continue;
-      }
-      c.push_back(class_of.try_emplace(s, static_cast<int64_t>(class_of.size())).first->second);
+      c.push_back(s == 1 || fixed[v][d] ? -s : class_of.at(s));
     }
     p.classes.push_back(std::move(c));
   }

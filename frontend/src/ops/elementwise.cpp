@@ -622,7 +622,7 @@ Tensor pow(const Tensor &a, double exponent) {
     autograd::record(out, "PowBackward", {x}, {x}, [exponent](const TensorList &g, const TensorList &s) -> TensorList {
       // x^0 is the constant 1: its gradient is 0 everywhere, also at x = 0
       // where the general formula gives 0 * inf = NaN (torch's pow_backward).
-      if (exponent == 0.0) return {zeros(s[0].sizes(), g[0].dtype())};
+      if (exponent == 0.0) return {zeros(s[0].sizes(), g[0].dtype(), g[0].device())};
       return {g[0] * pow(s[0], exponent - 1.0) * exponent};
     });
   return a.dtype() != compute ? out.to(a.dtype()) : out;

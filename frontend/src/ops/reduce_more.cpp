@@ -101,7 +101,7 @@ void scan_extreme(const Tensor &x, int64_t dim, const Tensor &values, const Tens
 Tensor place_at_indices(const Tensor &g, const Tensor &indices, const Shape &in_shape, int64_t dim) {
   Shape line_shape(in_shape.size(), 1);
   line_shape[dim] = in_shape[dim];
-  Tensor positions = arange(in_shape[dim], kInt64).reshape(line_shape);
+  Tensor positions = arange(in_shape[dim], kInt64, g.device()).reshape(line_shape);
   Tensor hit = eq(positions, indices);  // [.., n, ..] vs [.., 1, ..] -> in_shape
   return where(hit, g, zeros({}, g.dtype()));
 }

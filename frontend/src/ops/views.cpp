@@ -209,8 +209,10 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
     autograd::record(out, "NarrowBackward", {*this}, {},
                      [in_shape, d, start, length](const autograd::TensorList &g,
                                                   const autograd::TensorList &) -> autograd::TensorList {
-                       // The gradient is zero outside the window: pad it back (captured: a scatter_add).
-                       if (trace::active()) return {detail::unwindow(g[0], in_shape, d, start, 1)};
+                       // The gradient is zero outside the window: pad it back (captured: a scatter_add;
+                       // off the cpu too, where generated kernels write row-major outputs only).
+                       if (trace::active() || !g[0].device().is_cpu())
+                         return {detail::unwindow(g[0], in_shape, d, start, 1)};
                        Tensor full = zeros(in_shape, g[0].dtype());
                        NoGradGuard no_grad;
                        full.narrow(d, start, length).copy_(g[0]);
