@@ -258,6 +258,25 @@ bool layer_norm_of_constant_row(const Program &p, std::vector<Tensor> inputs, co
 
 }  // namespace
 
+/// The verdict of a difference `why` (non-empty) in tensor `name` of call
+/// `call` at `batch`: ill-conditioned when a layer_norm row of this call is
+/// constant, else a mismatch. The generator drew layer_norm on varying rows;
+/// a fresh call's values can still make a row constant (a rounding op before
+/// it: seed 10200 graph 482, floor_divide(p, |v| + 0.5) + p), where eager's
+/// mean is exact and the other a last bit off, times 1/sqrt(eps).
+Verdict difference(const Program &p, const std::vector<Tensor> &inputs, const Tensor &x, size_t call, int64_t batch,
+                   const std::string &name, const std::string &why) {
+  Verdict v;
+  if (layer_norm_of_constant_row(p, inputs, x)) {
+    v.status = Verdict::IllConditioned;
+    v.message = "layer_norm of a constant row: " + why;
+    return v;
+  }
+  v.status = Verdict::Mismatch;
+  v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batch) + "), " + name + ": " + why;
+  return v;
+}
+
 /// check() for Options::device: eager on the device vs eager on the cpu.
 Verdict check_on_device(const Program &p, const Options &o, uint64_t seed) {
   const std::vector<Tensor> inputs = make_inputs(p, p.batch, seed);
@@ -292,17 +311,8 @@ Verdict check_on_device(const Program &p, const Options &o, uint64_t seed) {
       const bool half = et.defined() && (et.dtype() == kBFloat16 || et.dtype() == kFloat16);
       const double multiplier = half || (et.defined() && et.numel() < 1000) ? 3.0 : 2.0;
       const std::string why = compare(dt, et, r.tensors[k], multiplier, half ? 1e-2 : 1e-4);
-      if (!why.empty() && layer_norm_of_constant_row(p, inputs, x)) {
-        v.status = Verdict::IllConditioned;
-        v.message = "layer_norm of a constant row: " + why;
-        return v;
-      }
-      if (!why.empty()) {
-        v.status = Verdict::Mismatch;
-        v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) + "), " +
-                    e.names[k] + " on " + o.device.str() + " vs cpu: " + why;
-        return v;
-      }
+      if (!why.empty())
+        return difference(p, inputs, x, call, batches[call], e.names[k] + " on " + o.device.str() + " vs cpu", why);
     }
   }
   return v;
@@ -397,21 +407,7 @@ Verdict check(const Program &p, const Options &o, uint64_t seed) {
           }
         }
       }
-      // The generator drew layer_norm on varying rows; a fresh call's values
-      // can still make a row constant (a rounding op before it: seed 10200
-      // graph 482, floor_divide(p, |v| + 0.5) + p), where eager's mean is
-      // exact and the compiled one a last bit off, times 1/sqrt(eps).
-      if (!why.empty() && layer_norm_of_constant_row(p, inputs, x)) {
-        v.status = Verdict::IllConditioned;
-        v.message = "layer_norm of a constant row: " + why;
-        return v;
-      }
-      if (!why.empty()) {
-        v.status = Verdict::Mismatch;
-        v.message = "call " + std::to_string(call + 1) + " (batch " + std::to_string(batches[call]) + "), " +
-                    e.names[k] + ": " + why;
-        return v;
-      }
+      if (!why.empty()) return difference(p, inputs, x, call, batches[call], e.names[k], why);
     }
   }
   return v;
