@@ -258,6 +258,19 @@ bool layer_norm_of_constant_row(const Program &p, std::vector<Tensor> inputs, co
 
 }  // namespace
 
+/// torch._dynamo same()'s tolerance for the eager tensor `e`: multiplier 3
+/// for 16-bit results and for tensors under 1000 elements ("noise might
+/// dominate"), else 2; tol 1e-4, and 1e-2 with 16-bit work, as dynamo's
+/// benchmark runners use for training under amp.
+struct Tolerance {
+  double multiplier, tol;
+};
+Tolerance dynamo_tolerance(const Tensor &e, bool sixteen) {
+  return {sixteen || (e.defined() && e.numel() < 1000) ? 3.0 : 2.0, sixteen ? 1e-2 : 1e-4};
+}
+
+bool is_sixteen_bit(const Tensor &t) { return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16); }
+
 /// The verdict of a difference `why` (non-empty) in tensor `name` of call
 /// `call` at `batch`: ill-conditioned when a layer_norm row of this call is
 /// constant, else a mismatch. The generator drew layer_norm on varying rows;
@@ -308,9 +321,8 @@ Verdict check_on_device(const Program &p, const Options &o, uint64_t seed) {
     }
     for (size_t k = 0; k < e.tensors.size(); ++k) {
       const Tensor dt = d.tensors[k].defined() ? d.tensors[k].cpu() : Tensor(), et = e.tensors[k];
-      const bool half = et.defined() && (et.dtype() == kBFloat16 || et.dtype() == kFloat16);
-      const double multiplier = half || (et.defined() && et.numel() < 1000) ? 3.0 : 2.0;
-      const std::string why = compare(dt, et, r.tensors[k], multiplier, half ? 1e-2 : 1e-4);
+      const Tolerance t = dynamo_tolerance(et, is_sixteen_bit(et));
+      const std::string why = compare(dt, et, r.tensors[k], t.multiplier, t.tol);
       if (!why.empty())
         return difference(p, inputs, x, call, batches[call], e.names[k] + " on " + o.device.str() + " vs cpu", why);
     }
@@ -358,18 +370,15 @@ Verdict check(const Program &p, const Options &o, uint64_t seed) {
     }
     for (size_t k = 0; k < e.tensors.size(); ++k) {
       Tensor ct = c.tensors[k], et = e.tensors[k];
-      const bool half = et.defined() && (et.dtype() == kBFloat16 || et.dtype() == kFloat16);
+      const bool half = is_sixteen_bit(et);
       // Eager autocast returns 16-bit results where the compiled graph keeps
       // the output dtype (CompileOptions::autocast): compare the values.
       if (low_precision && ct.defined() && et.defined() && ct.is_floating_point() && et.is_floating_point())
         ct = ct.to(kFloat32), et = et.to(kFloat32);
-      // torch._dynamo same()'s multiplier: 3 for 16-bit results and for
-      // tensors under 1000 elements ("noise might dominate"), else 2; its
-      // tol: 1e-4, and 1e-2 with 16-bit work, as dynamo's benchmark runners
-      // use for training under amp.
       const bool sixteen = low_precision || half;
-      const double multiplier = sixteen || (et.defined() && et.numel() < 1000) ? 3.0 : 2.0;
-      std::string why = compare(ct, et, r.tensors[k], multiplier, sixteen ? 1e-2 : 1e-4);
+      const Tolerance t = dynamo_tolerance(et, sixteen);
+      const double multiplier = t.multiplier;
+      std::string why = compare(ct, et, r.tensors[k], multiplier, t.tol);
       if (!why.empty() && low_precision) {
         const double bound = o.autocast == kBFloat16 ? 2.0 : 16.0;
         const double m = exp_argument_max(p, inputs, x);
