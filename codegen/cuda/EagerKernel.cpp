@@ -22,14 +22,6 @@ namespace kiln::codegen {
 
 using namespace mlir;
 
-int64_t EagerCudaKernel::gridBlocks(const std::vector<int64_t> &class_sizes) const {
-  int64_t work = static_work;
-  for (int c : work_classes)
-    work *= c < static_cast<int>(class_sizes.size()) ? class_sizes[static_cast<size_t>(c)] : 1;
-  const int64_t blocks = (work + work_per_block - 1) / work_per_block;
-  return std::max<int64_t>(1, std::min(blocks, max_blocks));
-}
-
 namespace {
 
 /// A graph built and fused: its module, the one fusion, and per fusion
@@ -142,7 +134,6 @@ bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, con
   k.name = kernel->name;
   k.source = cuda::cudaPrelude() + kernel->source;
   k.body_offset = cuda::cudaPrelude().size();
-  k.kind = cuda::kindName(kernel->launch.kind);
   const int operands = static_cast<int>(self.inputOf.size());
   for (const cuda::KernelParam &p : kernel->params) {
     EagerCudaParam q;
@@ -190,13 +181,8 @@ bool emitEagerCudaKernel(const ir::Graph &graph, const ir::Graph &reference, con
     k.sizeOf.push_back(s);
   }
   k.checks = indexChecks(self.fusion);
-  k.block_threads = kernel->launch.block_threads;
-  k.static_work = kernel->launch.static_work;
-  k.work_classes = kernel->launch.work_classes;
-  k.work_per_block = kernel->launch.work_per_block;
-  k.max_blocks = kernel->launch.max_blocks;
-  k.dynamic_shared_bytes = kernel->launch.dynamic_shared_bytes;
-  if (kernel->launch.workspace_bytes != 0)
+  k.launch = kernel->launch;
+  if (k.launch.workspace_bytes != 0)
     return fail("the kernel needs a workspace, which eager launches do not pass yet");
   *out = std::move(k);
   return true;

@@ -29,14 +29,14 @@ const char *kindName(KernelKind kind) {
   return "?";
 }
 
-int64_t LaunchRule::workItems(llvm::ArrayRef<int64_t> class_sizes) const {
+int64_t LaunchRule::workItems(const std::vector<int64_t> &class_sizes) const {
   int64_t work = static_work;
   for (int c : work_classes)
-    work *= c < static_cast<int>(class_sizes.size()) ? class_sizes[c] : 1;
+    work *= c < static_cast<int>(class_sizes.size()) ? class_sizes[static_cast<size_t>(c)] : 1;
   return work;
 }
 
-int64_t LaunchRule::gridBlocks(llvm::ArrayRef<int64_t> class_sizes) const {
+int64_t LaunchRule::gridBlocks(const std::vector<int64_t> &class_sizes) const {
   const int64_t work = workItems(class_sizes);
   const int64_t blocks = (work + work_per_block - 1) / work_per_block;
   return std::max<int64_t>(1, std::min(blocks, max_blocks));

@@ -36,9 +36,8 @@ namespace {
 using codegen::EagerCudaKernel;
 using codegen::EagerCudaParam;
 
-/// Reductions whose rows are longer than this get the emitter's block-rows
-/// kernel (codegen/cuda's kWarpRowLimit).
-constexpr int64_t kWarpRowLimit = 1024;
+/// Reductions whose rows are longer than this get the emitter's block-rows kernel.
+using codegen::cuda::kWarpRowLimit;
 
 /// Per graph value, per dim: the size class (>= 0; dims of equal size share
 /// one; classes numbered by increasing size), or -size for a dim whose size is static in the kernel: size 1, and
@@ -184,7 +183,7 @@ std::shared_ptr<Entry> find_or_emit(const char *op, const ir::Graph &g) {
   KILN_CHECK(ok, op, ": no CUDA kernel for this op yet: ", error);
   if (const char *print = std::getenv("KILN_PRINT_CUDA"); print && std::string(print) == "1")
     std::fprintf(stderr, "// %s: eager CUDA kernel %s (%s) for %s\n%s\n", op, entry->kernel.name.c_str(),
-                 entry->kernel.kind.c_str(), key.c_str(), entry->kernel.source.substr(entry->kernel.body_offset).c_str());
+                 entry->kernel.kind(), key.c_str(), entry->kernel.source.substr(entry->kernel.body_offset).c_str());
   g_kernels.emplace(key, entry);
   return entry;
 }
@@ -198,7 +197,7 @@ const runtime::cuda::KernelFunction &loaded_on(const char *op, Entry &entry, int
     std::vector<runtime::cuda::KernelFunction> fns = api.load_kernels(entry.kernel.source, {entry.kernel.name});
     return entry.loaded.emplace(device, fns.at(0)).first->second;
   } catch (const std::exception &e) {
-    KILN_CHECK(false, op, ": compiling CUDA kernel ", entry.kernel.name, " (", entry.kernel.kind, ") failed: ", e.what());
+    KILN_CHECK(false, op, ": compiling CUDA kernel ", entry.kernel.name, " (", entry.kernel.kind(), ") failed: ", e.what());
   }
   throw Error("unreachable");
 }
@@ -286,15 +285,15 @@ void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &in
     }
     args[i] = &v;
   }
-  const runtime::cuda::Dim3 grid{static_cast<uint32_t>(k.gridBlocks(class_sizes)), 1, 1};
-  const runtime::cuda::Dim3 block{static_cast<uint32_t>(k.block_threads), 1, 1};
+  const runtime::cuda::Dim3 grid{static_cast<uint32_t>(k.launch.gridBlocks(class_sizes)), 1, 1};
+  const runtime::cuda::Dim3 block{static_cast<uint32_t>(k.launch.block_threads), 1, 1};
   try {
-    api->launch_kernel(fn, grid, block, static_cast<size_t>(k.dynamic_shared_bytes),
+    api->launch_kernel(fn, grid, block, static_cast<size_t>(k.launch.dynamic_shared_bytes),
                        runtime::cuda::current_stream(device), args.data());
   } catch (const Error &) {
     throw;
   } catch (const std::exception &e) {
-    KILN_CHECK(false, op, ": CUDA kernel ", k.name, " (", k.kind, ") failed: ", e.what());
+    KILN_CHECK(false, op, ": CUDA kernel ", k.name, " (", k.kind(), ") failed: ", e.what());
   }
   for (size_t c = 0; c < statuses.size(); ++c) {
     const std::vector<int64_t> word = statuses[c].cpu().to_vector<int64_t>();
@@ -323,7 +322,7 @@ size_t emitted_kernel_count() {
 std::vector<std::array<std::string, 3>> emitted_kernels() {
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<std::array<std::string, 3>> out;
-  for (const auto &[key, entry] : g_kernels) out.push_back({entry->kernel.name, entry->kernel.source, entry->kernel.kind});
+  for (const auto &[key, entry] : g_kernels) out.push_back({entry->kernel.name, entry->kernel.source, entry->kernel.kind()});
   return out;
 }
 

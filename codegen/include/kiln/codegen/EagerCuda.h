@@ -11,13 +11,14 @@
 //   if (!emitEagerCudaKernel(g, ref, "kiln_eager_add_f32_r2", &k, &error)) throw ...;
 //   device->load_kernels(k.source, {k.name});     // NVRTC or the simulator
 //   // per call: fill each parameter from the call's tensors (EagerCudaParam)
-//   //           and launch k.gridBlocks(sizes) x k.block_threads threads.
+//   //           and launch k.launch.gridBlocks(sizes) x k.launch.block_threads threads.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kiln/codegen/CudaLaunch.h"
 #include "kiln/ir/Graph.h"
 #include "kiln/runtime/IndexCheck.h"
 
@@ -47,27 +48,20 @@ struct EagerSizeSource {
   int dim = 0;
 };
 
-/// A printed, shape-generic kernel and its launch rule (EmitCuda.h's
-/// LaunchRule: grid-stride loops, so any grid is correct).
+/// A printed, shape-generic kernel and its launch rule.
 struct EagerCudaKernel {
   std::string name;                   ///< the extern "C" symbol
   std::string source;                 ///< the whole text to compile (the emitter's prelude + the kernel)
   size_t body_offset = 0;             ///< where the kernel starts in `source` (after the prelude)
-  std::string kind;                   ///< "pointwise", "warp-rows", "block-rows", "scan", "scatter-add"
   std::vector<EagerCudaParam> params; ///< in order
   std::vector<EagerSizeSource> sizeOf; ///< per size class
-  int64_t block_threads = 256;
-  int64_t static_work = 1;            ///< work items = static_work * product of work_classes' sizes
-  std::vector<int> work_classes;
-  int64_t work_per_block = 1;
-  int64_t max_blocks = 65536;
-  int64_t dynamic_shared_bytes = 0;
+  cuda::LaunchRule launch;            ///< grid (launch.gridBlocks(class sizes)) and block of a launch
   /// Per Status parameter: what its status word checks (the op's name and
   /// indexed dim; the indexed size is static, part of the kernel's key).
   std::vector<runtime::IndexCheck> checks;
 
-  /// gridDim.x for these size-class values: ceil(work / work_per_block) in [1, max_blocks].
-  int64_t gridBlocks(const std::vector<int64_t> &class_sizes) const;
+  /// The kernel's kind ("pointwise", "warp-rows", ...): cuda::kindName(launch.kind).
+  const char *kind() const { return cuda::kindName(launch.kind); }
 };
 
 /// Builds `graph` (one node over graph inputs, its outputs returned) and
