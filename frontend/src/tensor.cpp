@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "ops/dispatch.h"
 #include "ops/kernels.h"
+#include "ops/shape_utils.h"
 #include "trace.h"
 
 namespace kiln {
@@ -355,12 +356,9 @@ const dispatch::KernelRegistrar<InplaceKernel> inplace_cpu_reg(inplace_stub, Dev
 /// writing t's dtype over t itself.
 /// `t` with its dims in the order `perm` (a kernel-internal view).
 Tensor permuted_view(const Tensor &t, const std::vector<size_t> &perm) {
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  for (size_t i = 0; i < perm.size(); ++i) {
-    impl->sizes[i] = t.sizes()[perm[i]];
-    impl->strides[i] = t.strides()[perm[i]];
-  }
-  return Tensor(impl);
+  Shape sizes, strides;
+  for (size_t d : perm) sizes.push_back(t.sizes()[d]), strides.push_back(t.strides()[d]);
+  return shape_utils::strided_view(t, sizes, strides, t.storage_offset());
 }
 
 void inplace_cuda(Inplace op, const Tensor &t_in, const Tensor *other_in, double scalar) {

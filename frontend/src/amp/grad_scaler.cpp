@@ -9,6 +9,7 @@
 #include "kiln/optim.h"
 #include "ops/dispatch.h"
 #include "ops/kernels.h"
+#include "ops/shape_utils.h"
 
 namespace kiln::amp {
 namespace {
@@ -67,10 +68,7 @@ bool unscale_grad_cuda(const Tensor &g, float inv_scale) {
   KILN_CHECK(g.is_contiguous(), "GradScaler.unscale_: a non-contiguous ", g.device().str(), " gradient (strides ",
              shape_str(g.strides()), ") is not supported yet");
   if (g.numel() == 0) return false;
-  auto impl = std::make_shared<TensorImpl>(*g.impl());
-  impl->sizes = {g.numel()};
-  impl->strides = {1};
-  const Tensor flat(impl);
+  const Tensor flat = shape_utils::strided_view(g, {g.numel()}, {1}, g.storage_offset());
   const Tensor finite = Tensor::empty({}, kFloat32, g.device());
   {
     dispatch::GraphMaker r;

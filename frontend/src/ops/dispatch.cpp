@@ -81,8 +81,7 @@ void run_graph_kernel(const char *op, const ir::Node &node, const std::vector<Te
   runner(op, node, inputs, outputs, scalars);
 }
 
-bool device_has_zero(const char *op, const Tensor &t) {
-  (void)op;
+bool device_has_zero(const Tensor &t) {
   const Tensor host = kernels::device_to_host(t);
   const char *base = static_cast<const char *>(host.raw_data());
   for (int64_t i = 0; i < host.numel(); ++i)

@@ -121,7 +121,7 @@ void run_graph_kernel(const char *op, const ir::Node &node, const std::vector<Te
 /// True if an element of `t` (any device) is zero: the integer division
 /// check of a device whose generated kernels cannot raise (copies `t` to the
 /// host, so it synchronizes).
-bool device_has_zero(const char *op, const Tensor &t);
+bool device_has_zero(const Tensor &t);
 
 /// Runs `graph` (see GraphRunner) on the device of `outputs`.
 void run_graph_kernel(const char *op, const ir::Graph &graph, const std::vector<Tensor> &inputs,

@@ -468,7 +468,7 @@ void binary_cuda(Bin op, const char *name, const Tensor &x, const Tensor &y, con
   // prelude) where the CPU raises; checking needs a device reduction and a
   // synchronization, so this raises as the CPU does, at that cost.
   if (is_integer_division(op) && !is_floating_point(y.dtype()))
-    KILN_CHECK(!dispatch::device_has_zero(name, y), name, ": ZeroDivisionError: integer division by zero (an element "
+    KILN_CHECK(!dispatch::device_has_zero(y), name, ": ZeroDivisionError: integer division by zero (an element "
                "of the divisor is 0, dtype ", dtype_name(y.dtype()), ")");
   dispatch::run_graph_kernel(name, dispatch::graph_node(binary_kind(op)), {x, y}, {out});
 }

@@ -139,15 +139,9 @@ void reduce_cpu(Red op, const Tensor &c, int64_t inner, const Tensor &out) {
 }
 const dispatch::KernelRegistrar<ReduceKernel> reduce_cpu_reg(reduce_stub, DeviceType::CPU, reduce_cpu);
 
-/// `t`'s memory seen as the row-major `sizes` (t contiguous with that numel):
-/// a kernel-internal view, not a traced op.
+/// `t`'s memory seen as the row-major `sizes` (t contiguous with that numel).
 Tensor row_major_view(const Tensor &t, const Shape &sizes) {
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->sizes = sizes;
-  impl->strides.assign(sizes.size(), 1);
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d)
-    impl->strides[d] = impl->strides[d + 1] * sizes[d + 1];
-  return Tensor(impl);
+  return shape_utils::strided_view(t, sizes, contiguous_strides(sizes), t.storage_offset());
 }
 
 /// CUDA: the dialect reduction over dim 1 of c seen as [outer, inner].
