@@ -257,11 +257,12 @@ void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &in
   for (const codegen::EagerSizeSource &s : k.sizeOf)
     class_sizes.push_back((s.output ? outputs : inputs)[static_cast<size_t>(s.index)].size(s.dim));
   // One int64 [2] status word per index check, read after the launch
-  // (runtime/IndexCheck.h; it synchronizes, as the CPU's check would).
+  // (runtime/IndexCheck.h; it synchronizes, as the CPU's check would). No
+  // fill first: thread 0 of block 0 writes both words on every launch
+  // (codegen/cuda/EmitPointwise.cpp, emitIndexChecks).
   std::vector<Tensor> statuses;
   for (size_t c = 0; c < k.checks.size(); ++c)
     statuses.push_back(Tensor::empty({runtime::kIndexStatusElements}, kInt64, outputs[0].device()));
-  for (Tensor &t : statuses) t.zero_();
   std::vector<ArgValue> values(k.params.size());
   std::vector<void *> args(k.params.size());
   for (size_t i = 0; i < k.params.size(); ++i) {
