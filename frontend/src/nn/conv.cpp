@@ -247,12 +247,17 @@ using PoolKernel = void(runtime::MaxPoolOp op, const PoolParams &p, const Shape 
                         const Tensor &src, const Tensor &indices, const Tensor &values);
 dispatch::DispatchStub<PoolKernel> pool_stub("max_pool2d");
 
-void pool_cpu(runtime::MaxPoolOp op, const PoolParams &p, const Shape &planes, const Shape &windows, const Tensor &src,
-              const Tensor &indices, const Tensor &values) {
+runtime::Pool2dParams runtime_pool_params(const PoolParams &p) {
   runtime::Pool2dParams rp;
   rp.kernel = p.kernel;
   rp.stride = p.stride;
   rp.padding = p.padding;
+  return rp;
+}
+
+void pool_cpu(runtime::MaxPoolOp op, const PoolParams &p, const Shape &planes, const Shape &windows, const Tensor &src,
+              const Tensor &indices, const Tensor &values) {
+  const runtime::Pool2dParams rp = runtime_pool_params(p);
   const DType dtype = op == runtime::MaxPoolOp::Backward ? values.dtype() : src.dtype();
   runtime::max_pool2d(op, rp, dims4(planes), dims4(windows), dtype, src.raw_data(),
                       values.defined() ? values.raw_data() : nullptr,
@@ -263,10 +268,7 @@ const dispatch::KernelRegistrar<PoolKernel> pool_cpu_reg(pool_stub, DeviceType::
 /// CUDA: the backend's max pooling (the simulator runs the CPU's).
 void pool_cuda(runtime::MaxPoolOp op, const PoolParams &p, const Shape &, const Shape &, const Tensor &src,
                const Tensor &indices, const Tensor &values) {
-  runtime::Pool2dParams rp;
-  rp.kernel = p.kernel;
-  rp.stride = p.stride;
-  rp.padding = p.padding;
+  const runtime::Pool2dParams rp = runtime_pool_params(p);
   dispatch::on_backend("max_pool2d", src.device(), [&](runtime::DeviceBackend &backend, runtime::Stream &stream) {
     backend.max_pool2d(op, rp, dispatch::view_of(src), dispatch::view_of(indices), dispatch::view_of(values), stream);
   });

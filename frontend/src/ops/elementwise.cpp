@@ -327,6 +327,19 @@ void unary_cpu(Un op, double scalar, const char *name, const Tensor &x, const Te
 }
 const dispatch::KernelRegistrar<UnaryKernel> unary_cpu_reg(unary_stub, DeviceType::CPU, unary_cpu);
 
+/// The dialect op of a unary kernel (traced; the CUDA kernel's form).
+ir::OpKind unary_kind(Un op) {
+  switch (op) {
+  case Un::Neg: return ir::OpKind::Neg;
+  case Un::Exp: return ir::OpKind::Exp;
+  case Un::Log: return ir::OpKind::Log;
+  case Un::Relu: return ir::OpKind::Relu;
+  case Un::Sqrt: return ir::OpKind::Sqrt;
+  case Un::Pow: return ir::OpKind::Pow;
+  }
+  return ir::OpKind::Neg;
+}
+
 Tensor unary(const Tensor &a, Un op, const char *name) {
   check_defined(a, name, "input");
   KILN_CHECK(a.dtype() != kBool, name, ": not supported for bool tensors; convert with .to() first");
@@ -336,14 +349,7 @@ Tensor unary(const Tensor &a, Un op, const char *name) {
   Tensor x = a.to(compute);
   Tensor out = Tensor::empty(x.sizes(), compute, x.device());
   unary_stub(name, x.device().type, op, 0.0, name, x, out);
-  switch (op) {
-  case Un::Neg: trace::record(ir::OpKind::Neg, {x}, out); break;
-  case Un::Exp: trace::record(ir::OpKind::Exp, {x}, out); break;
-  case Un::Log: trace::record(ir::OpKind::Log, {x}, out); break;
-  case Un::Relu: trace::record(ir::OpKind::Relu, {x}, out); break;
-  case Un::Sqrt: trace::record(ir::OpKind::Sqrt, {x}, out); break;
-  case Un::Pow: break;  // pow() records itself
-  }
+  if (op != Un::Pow) trace::record(unary_kind(op), {x}, out);  // pow() records itself (with its exponent)
   if (autograd::any_requires_grad({x})) {
     Tensor saved_out = out.detach();  // saving the output itself would be a reference cycle
     switch (op) {
@@ -473,18 +479,6 @@ void binary_cuda(Bin op, const char *name, const Tensor &x, const Tensor &y, con
   dispatch::run_graph_kernel(name, dispatch::graph_node(binary_kind(op)), {x, y}, {out});
 }
 const dispatch::KernelRegistrar<BinaryKernel> binary_cuda_reg(binary_stub, DeviceType::CUDA, binary_cuda);
-
-ir::OpKind unary_kind(Un op) {
-  switch (op) {
-  case Un::Neg: return ir::OpKind::Neg;
-  case Un::Exp: return ir::OpKind::Exp;
-  case Un::Log: return ir::OpKind::Log;
-  case Un::Relu: return ir::OpKind::Relu;
-  case Un::Sqrt: return ir::OpKind::Sqrt;
-  case Un::Pow: return ir::OpKind::Pow;
-  }
-  return ir::OpKind::Neg;
-}
 
 void unary_cuda(Un op, double scalar, const char *name, const Tensor &x, const Tensor &out) {
   dispatch::run_graph_kernel(name, dispatch::graph_node(unary_kind(op), {}, false, scalar), {x}, {out});
