@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "kiln/cuda.h"
+#include "kiln/runtime/Allocator.h"
 #include "kiln/runtime/Device.h"
 
 namespace kiln::examples {
@@ -81,6 +83,16 @@ inline Device parse_device(const std::string &v) {
   if (v.rfind("cuda:", 0) == 0 && v.size() > 5 && v.find_first_not_of("0123456789", 5) == std::string::npos)
     return Device(DeviceType::CUDA, std::stoi(v.substr(5)));
   throw std::invalid_argument("expected cpu, cuda or cuda:N, got " + v);
+}
+
+/// The progress line's peak memory on `device`: the cpu allocator's
+/// high-water mark, or the CUDA caching allocator's (kiln::cuda); bytes.
+inline void reset_peak_memory(Device device) {
+  if (device.is_cpu()) runtime::cpu_allocator().reset_peak_stats();
+  else cuda::reset_peak_memory_stats(device.index);
+}
+inline int64_t peak_memory_bytes(Device device) {
+  return device.is_cpu() ? runtime::cpu_allocator().stats().peak_bytes : cuda::max_memory_allocated(device.index);
 }
 
 }  // namespace kiln::examples

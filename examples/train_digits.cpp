@@ -79,11 +79,8 @@ int main(int argc, char **argv) {
     std::printf("kiln-train-digits: %s MLP 64-128-10 on %s, %lld train / %lld test digits, batch %lld, AdamW lr %g\n",
                 args.eager ? "eager" : "compiled", args.device.str().c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(args.batch_size), args.lr);
-    const bool on_cpu = args.device.is_cpu();
-    auto &alloc = runtime::cpu_allocator();
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
-      if (on_cpu) alloc.reset_peak_stats();
-      else cuda::reset_peak_memory_stats(args.device.index);
+      examples::reset_peak_memory(args.device);
       auto start = std::chrono::steady_clock::now();
       double loss_sum = 0, norm_sum = 0;
       int64_t correct = 0, seen = 0, steps = 0;
@@ -107,8 +104,7 @@ int main(int argc, char **argv) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("epoch %3d | loss %.4f | train acc %.4f | lr %.2e | grad norm %.3f | peak mem %.2f MB | %.1f steps/s\n",
                   epoch, loss_sum / steps, static_cast<double>(correct) / seen, opt.lr(), norm_sum / steps,
-                  (on_cpu ? alloc.stats().peak_bytes : cuda::max_memory_allocated(args.device.index)) / 1e6,
-                  steps / secs);
+                  examples::peak_memory_bytes(args.device) / 1e6, steps / secs);
       std::fflush(stdout);
     }
     model->eval();

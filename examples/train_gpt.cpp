@@ -265,11 +265,7 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
 
     Generator batch_gen(args.seed);
-    auto &alloc = runtime::cpu_allocator();
-    const bool on_cpu = args.device.is_cpu();
-    auto reset_peak = [&] { on_cpu ? alloc.reset_peak_stats() : cuda::reset_peak_memory_stats(args.device.index); };
-    auto peak_bytes = [&] { return on_cpu ? alloc.stats().peak_bytes : cuda::max_memory_allocated(args.device.index); };
-    reset_peak();
+    examples::reset_peak_memory(args.device);
     const auto run_start = std::chrono::steady_clock::now();
     double train_secs = 0, loss_sum = 0, norm_sum = 0, last_train = 0, last_val = std::nan("");
     int interval_steps = 0, log_lines = 0;
@@ -326,10 +322,10 @@ int main(int argc, char **argv) {
         std::printf("step %5d | train loss %.4f | val loss %s | lr %.2e | grad norm %.3f | peak mem %.2f MB | "
                     "%.0f tokens/s\n",
                     step, last_train, val.c_str(), opt.param_groups()[0].lr(), norm_sum / interval_steps,
-                    peak_bytes() / 1e6,
+                    examples::peak_memory_bytes(args.device) / 1e6,
                     static_cast<double>(interval_steps * args.batch * args.context) / interval_secs);
         std::fflush(stdout);
-        reset_peak();
+        examples::reset_peak_memory(args.device);
         loss_sum = norm_sum = interval_secs = 0;
         interval_steps = 0;
       }
