@@ -30,7 +30,10 @@ const Device kCuda0{DeviceType::CUDA, 0};
 
 class CudaEager : public ::testing::Test {
 protected:
-  void SetUp() override { ::setenv("KILN_CUDA_SIM", "1", 1); }
+  // The simulator, unless the device script runs this on a GPU (KILN_TEST_REAL_CUDA=1).
+  void SetUp() override {
+    if (!std::getenv("KILN_TEST_REAL_CUDA")) ::setenv("KILN_CUDA_SIM", "1", 1);
+  }
 };
 
 /// Largest |a - b| / max(1, |b|) over the elements (both moved to the cpu as float64).

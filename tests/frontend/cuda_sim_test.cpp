@@ -17,12 +17,17 @@ namespace {
 
 const Device kCuda0{DeviceType::CUDA, 0};
 
-void use_simulator() { ::setenv("KILN_CUDA_SIM", "1", 1); }
+/// The simulator serves cuda:0, unless the device script runs this binary
+/// on a real GPU (KILN_TEST_REAL_CUDA=1, bench/gpu/run_checks.sh).
+void use_simulator() {
+  if (!std::getenv("KILN_TEST_REAL_CUDA")) ::setenv("KILN_CUDA_SIM", "1", 1);
+}
 
 TEST(CudaSimTensor, WithoutTheSwitchTheErrorSaysWhatToDo) {
   ::unsetenv("KILN_CUDA_SIM");
   if (runtime::registered_backend(DeviceType::CUDA))
     GTEST_SKIP() << "skipped: a CUDA backend is already registered in this process";
+  if (cuda::is_available()) GTEST_SKIP() << "skipped: " << cuda::availability_reason();
   try {
     Tensor::empty({2}, kFloat32, kCuda0);
     ADD_FAILURE() << "a CUDA tensor without a backend";

@@ -269,6 +269,11 @@ Tolerance dynamo_tolerance(const Tensor &e, bool sixteen) {
   return {sixteen || (e.defined() && e.numel() < 1000) ? 3.0 : 2.0, sixteen ? 1e-2 : 1e-4};
 }
 
+std::string same(const Tensor &tested, const Tensor &expected, const Tensor &reference, bool sixteen) {
+  const Tolerance t = dynamo_tolerance(expected, sixteen);
+  return compare(tested, expected, reference, t.multiplier, t.tol);
+}
+
 bool is_sixteen_bit(const Tensor &t) { return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16); }
 
 /// The verdict of a difference `why` (non-empty) in tensor `name` of call

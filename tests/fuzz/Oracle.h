@@ -61,6 +61,13 @@ struct Verdict {
 /// out by the generator.
 Verdict check(const Program &p, const Options &o, uint64_t seed);
 
+/// The rule above for one tensor: empty if `tested` passes against
+/// `expected` (the trusted run: eager, or eager on the cpu) and `reference`
+/// (that run in float64; undefined or of another shape: `expected` stands
+/// in), else what differed, naming the element and the three values.
+/// `sixteen`: 16-bit work (tol 1e-2, multiplier 3). Tensors of any device.
+std::string same(const Tensor &tested, const Tensor &expected, const Tensor &reference, bool sixteen);
+
 /// Shrinks a failing (p, o) while check() still fails: drops ops (a dropped
 /// op's readers read its first operand instead), unused inputs,
 /// requires_grad flags and options; at most `max_checks` checks.

@@ -33,7 +33,7 @@ static Tensor run_conv_node(const ir::Node &n, const std::vector<Tensor> &in, co
 /// Runs one node of a traced graph with the eager op that records it (the
 /// graph-break segments are re-traced this way, with autograd, to get their
 /// joint forward+backward graph).
-Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result) {
+Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result, Device device) {
   trace::Float32Scope scope(n.float32_scope);  // re-recorded nodes (and their backward) keep the mark
   switch (n.kind) {
   case ir::OpKind::Add: return in[0] + in[1];
@@ -63,7 +63,7 @@ Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Valu
     break;
   case ir::OpKind::Select: return where(in[0], in[1], in[2]);
   case ir::OpKind::Convert: return in[0].to(trace::dtype_of(result.type));
-  case ir::OpKind::Constant: return full(result.shape, n.scalar, trace::dtype_of(result.type));
+  case ir::OpKind::Constant: return full(result.shape, n.scalar, trace::dtype_of(result.type), device);
   case ir::OpKind::Matmul: return in[0].dim() == 3 ? bmm(in[0], in[1]) : matmul(in[0], in[1]);
   case ir::OpKind::Transpose: return in[0].permute(n.ints);
   case ir::OpKind::Broadcast: return in[0].expand(result.shape);
@@ -163,6 +163,12 @@ std::string graph_signature(const ir::Graph &g) {
 void replay_nodes(const ir::Graph &graph, const std::vector<int> &detached, const std::vector<int> &no_grad,
                   std::vector<Tensor> &values) {
   auto contains = [](const std::vector<int> &ids, int id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
+  Device device = kCPU;  // where constants are made: the inputs' device
+  for (int i : graph.inputs)
+    if (values[i].defined()) {
+      device = values[i].device();
+      break;
+    }
   for (const ir::Node &n : graph.nodes) {
     std::vector<Tensor> operands;
     for (int o : n.operands) operands.push_back(values[o]);
@@ -170,9 +176,9 @@ void replay_nodes(const ir::Graph &graph, const std::vector<int> &detached, cons
       values[n.result] = operands[0].detach();
     } else if (contains(no_grad, n.result)) {
       NoGradGuard guard;
-      values[n.result] = run_node(n, operands, graph.values[n.result]);
+      values[n.result] = run_node(n, operands, graph.values[n.result], device);
     } else {
-      values[n.result] = run_node(n, operands, graph.values[n.result]);
+      values[n.result] = run_node(n, operands, graph.values[n.result], device);
     }
   }
 }

@@ -12,8 +12,8 @@ namespace kiln::compile_detail {
 
 /// Runs one node of a traced graph with the eager op that records it (the
 /// graph-break segments are re-traced this way, with autograd, to get their
-/// joint forward+backward graph).
-Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result);
+/// joint forward+backward graph). Constant nodes are made on `device`.
+Tensor run_node(const ir::Node &n, const std::vector<Tensor> &in, const ir::Value &result, Device device = kCPU);
 
 /// Replays `graph` with eager ops on `values` (its inputs already set);
 /// detached values run as detach(), no_grad ones under NoGradGuard.
