@@ -12,15 +12,18 @@ int device_count() { return runtime::cuda::device_count(); }
 std::string availability_reason() { return runtime::cuda::availability_reason(); }
 
 namespace {
-runtime::Allocator &allocator_of(int device, const char *op) {
+runtime::DeviceBackend &backend_of(int device, const char *op) {
   runtime::DeviceBackend *backend = runtime::find_backend(DeviceType::CUDA);
   KILN_CHECK(backend != nullptr, "kiln::cuda::", op, ": no CUDA backend in this process (",
              runtime::backend_unavailable_reason(DeviceType::CUDA), ")");
   KILN_CHECK(device >= 0 && device < backend->device_count(), "kiln::cuda::", op, ": no device cuda:", device, " (",
              backend->device_count(), " device(s))");
-  return backend->allocator(device);
+  return *backend;
 }
+runtime::Allocator &allocator_of(int device, const char *op) { return backend_of(device, op).allocator(device); }
 } // namespace
+
+void synchronize(int device) { backend_of(device, "synchronize").default_stream(device).synchronize(); }
 
 int64_t memory_allocated(int device) { return allocator_of(device, "memory_allocated").stats().current_bytes; }
 int64_t max_memory_allocated(int device) { return allocator_of(device, "max_memory_allocated").stats().peak_bytes; }

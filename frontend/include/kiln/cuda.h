@@ -28,6 +28,11 @@ int device_count();
 /// to do; or "CUDA is available: driver 13.0, 1 device, NVRTC 13.0".
 std::string availability_reason();
 
+/// Blocks until all work queued on device `device`'s default stream (where
+/// eager ops run) has finished (torch.cuda.synchronize). Throws kiln::Error
+/// when there is no CUDA backend or no such device.
+void synchronize(int device = 0);
+
 /// Bytes of tensors allocated on CUDA device `device` now, and the most
 /// since the last reset_peak_memory_stats(device) (torch.cuda.memory_allocated
 /// / max_memory_allocated; the caching allocator's counts, requests rounded

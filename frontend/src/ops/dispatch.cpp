@@ -1,6 +1,8 @@
 // The kernel tables' registry and the same-device check (dispatch.h).
 #include "dispatch.h"
 
+#include <algorithm>
+
 #include "../backend.h"
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/TensorView.h"
@@ -117,9 +119,24 @@ void on_backend(const char *op, const Device &device,
   }
 }
 
+/// `t` itself when its matrices are row-major or column-major with a
+/// leading dimension that covers them (what cuBLASLt reads:
+/// runtime/src/cuda/CublasLtGemm.h), else a contiguous copy.
+static Tensor gemm_operand(const Tensor &t) {
+  const size_t r = t.sizes().size();
+  const int64_t R = t.sizes()[r - 2], C = t.sizes()[r - 1], s0 = t.strides()[r - 2], s1 = t.strides()[r - 1];
+  const bool dense_rows = (s1 == 1 || C == 1) && (s0 >= std::max<int64_t>(C, 1) || R == 1);
+  const bool dense_cols = (s0 == 1 || R == 1) && (s1 >= std::max<int64_t>(R, 1) || C == 1);
+  return dense_rows || dense_cols ? t : t.contiguous();
+}
+
 void device_gemm(const char *op, const Tensor &a, const Tensor &b, const Tensor &out) {
   on_backend(op, out.device(), [&](runtime::DeviceBackend &backend, runtime::Stream &stream) {
-    backend.gemm(view_of(a), view_of(b), view_of(out), stream);
+    if (backend.host_accessible()) {
+      backend.gemm(view_of(a), view_of(b), view_of(out), stream);
+      return;
+    }
+    backend.gemm(view_of(gemm_operand(a)), view_of(gemm_operand(b)), view_of(out), stream);
   });
 }
 

@@ -1,9 +1,11 @@
 // The CUDA DeviceBackend over DeviceApi (kiln/runtime/cuda/CudaBackend.h).
 #include "kiln/runtime/cuda/CudaBackend.h"
 
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
+#include "CublasLtGemm.h"
 #include "kiln/runtime/cuda/CachingAllocator.h"
 #include "kiln/runtime/cuda/CurrentStream.h"
 
@@ -67,6 +69,7 @@ struct PerDevice {
   std::shared_ptr<DeviceApi> api;
   std::unique_ptr<CachingAllocator> allocator;
   std::unique_ptr<CudaStream> default_stream;
+  std::unique_ptr<CublasLtGemm> gemm; ///< a GPU's cuBLASLt (made on first use)
 };
 
 class CudaBackend final : public DeviceBackend {
@@ -122,7 +125,16 @@ public:
                              "kiln::compile is issue 16); run the compiled model on the CPU");
   }
   void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &stream) override {
-    host_fallback("gemm (cuBLASLt)", stream);
+    if (!host_accessible_) {
+      PerDevice &d = at(stream.device().index);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!d.gemm) d.gemm = std::make_unique<CublasLtGemm>(*d.api);
+      }
+      d.gemm->run(a, b, c, stream_handle(stream));
+      return;
+    }
+    host_fallback("gemm", stream);
     cpu_backend()->gemm(a, b, c, cpu_stream());
   }
   void conv2d(ConvOp op, const Conv2dParams &p, const TensorView &a, const TensorView &b, const TensorView &out,
@@ -158,6 +170,7 @@ private:
   std::vector<PerDevice> devices_;
   std::unique_ptr<CachingHostAllocator> host_allocator_;
   bool host_accessible_ = false;
+  std::mutex mu_; ///< guards the lazily made per-device library handles
 };
 
 } // namespace

@@ -1,11 +1,15 @@
 // Which CUDA backend a process gets (kiln/runtime/cuda/CudaBackend.h,
-// ensure_cuda_backend): the simulator when KILN_CUDA_SIM=1, else none yet on
-// this build's real-GPU path, with the reason a user can act on.
+// ensure_cuda_backend): the simulator when KILN_CUDA_SIM=1, else the GPUs
+// the driver reports when CUDA is available, else none, with the
+// availability probe's reason (what is missing and what to do).
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "DriverLibrary.h"
+#include "kiln/runtime/cuda/Availability.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
+#include "kiln/runtime/cuda/Nvrtc.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -36,6 +40,13 @@ std::shared_ptr<DeviceBackend> make_simulator_backend() {
   return make_cuda_backend(std::move(devices));
 }
 
+std::shared_ptr<DeviceBackend> make_driver_backend() {
+  std::vector<std::shared_ptr<DeviceApi>> devices;
+  for (int i = 0; i < device_count(); ++i)
+    devices.push_back(make_driver_device(driver(), i, default_nvrtc_compiler()));
+  return make_cuda_backend(std::move(devices));
+}
+
 } // namespace
 
 DeviceBackend *ensure_cuda_backend(std::string *why_not) {
@@ -47,9 +58,12 @@ DeviceBackend *ensure_cuda_backend(std::string *why_not) {
     register_backend(make_simulator_backend());
     return registered_backend(DeviceType::CUDA);
   }
+  if (is_available()) {
+    register_backend(make_driver_backend());
+    return registered_backend(DeviceType::CUDA);
+  }
   if (why_not)
-    *why_not = "this build runs CUDA code only on the CUDA-on-CPU simulator so far (the driver backend for a real "
-               "GPU is not wired yet); set KILN_CUDA_SIM=1 to use the simulator";
+    *why_not = availability_reason() + " (or set KILN_CUDA_SIM=1 to run CUDA code on the CUDA-on-CPU simulator)";
   return nullptr;
 }
 

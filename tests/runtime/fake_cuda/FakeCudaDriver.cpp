@@ -6,11 +6,19 @@
 //   KILN_FAKE_CUDA_DRIVER_VERSION  cuDriverGetVersion (default 13000)
 //   KILN_FAKE_CUDA_DEVICES         cuDeviceGetCount (default 1)
 //   KILN_FAKE_CUDA_MISSING         one entry point cuGetProcAddress_v2 does not find
+//   KILN_FAKE_CUDA_MEMORY          device memory in bytes (default 1 GiB; cuMemAlloc beyond it: out of memory)
+// It also runs what DriverDevice (runtime/src/cuda/DriverDevice.cpp) calls:
+// device memory is host memory, copies are memcpy, streams and events are
+// counters that have always completed, a module is any CUBIN (an ELF image),
+// and a launch is recorded, not run (kiln_fake_cuda_last_launch).
 // Built twice: normally it exports cuGetProcAddress_v2 (a CUDA 12+ driver);
 // with KILN_FAKE_CUDA_PRE_12 only cuGetProcAddress and cuInit (CUDA 11).
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace {
 
@@ -40,6 +48,158 @@ int fake_error_name(int, const char **name) {
 // Any other entry point: the probe never calls them.
 int fake_not_supported() { return kNotSupported; }
 
+// ---- what DriverDevice calls -------------------------------------------------
+constexpr int kOutOfMemory = 2;   // CUDA_ERROR_OUT_OF_MEMORY
+constexpr int kInvalidValue = 1;  // CUDA_ERROR_INVALID_VALUE
+constexpr int kInvalidImage = 200; // CUDA_ERROR_INVALID_IMAGE
+constexpr int kCcMajor = 75, kCcMinor = 76, kMultiprocessors = 16, kSharedOptin = 97; // CUdevice_attribute
+
+std::mutex mu;
+std::map<uintptr_t, size_t> allocations;
+size_t allocated = 0;
+std::atomic<uintptr_t> next_handle{0x1000};
+thread_local void *current_context = nullptr;
+char context_object, module_object, function_object;
+
+size_t memory_bytes() {
+  const char *v = std::getenv("KILN_FAKE_CUDA_MEMORY");
+  return v && *v ? std::strtoull(v, nullptr, 10) : (size_t{1} << 30);
+}
+int fake_device_get(int *device, int ordinal) {
+  if (ordinal < 0 || ordinal >= env_int("KILN_FAKE_CUDA_DEVICES", 1)) return 101; // CUDA_ERROR_INVALID_DEVICE
+  *device = ordinal;
+  return kSuccess;
+}
+int fake_device_name(char *name, int length, int) {
+  std::strncpy(name, "Kiln fake GPU", static_cast<size_t>(length));
+  return kSuccess;
+}
+int fake_attribute(int *value, int attribute, int) {
+  *value = attribute == kCcMajor ? 9 : attribute == kCcMinor ? 0 : attribute == kMultiprocessors ? 132
+         : attribute == kSharedOptin ? 232448 : 0;
+  return kSuccess;
+}
+int fake_total_mem(size_t *bytes, int) {
+  *bytes = memory_bytes();
+  return kSuccess;
+}
+int fake_retain(void **context, int) {
+  *context = &context_object;
+  return kSuccess;
+}
+int fake_release(int) { return kSuccess; }
+int fake_set_current(void *context) {
+  current_context = context;
+  return kSuccess;
+}
+int fake_get_current(void **context) {
+  *context = current_context;
+  return kSuccess;
+}
+int fake_mem_alloc(uintptr_t *pointer, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (current_context != &context_object) return 201; // CUDA_ERROR_INVALID_CONTEXT
+  if (bytes > memory_bytes() - allocated) return kOutOfMemory;
+  void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
+  allocated += bytes;
+  *pointer = reinterpret_cast<uintptr_t>(p);
+  return kSuccess;
+}
+int fake_mem_free(uintptr_t pointer) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = allocations.find(pointer);
+  if (it == allocations.end()) return kInvalidValue;
+  allocated -= it->second;
+  allocations.erase(it);
+  std::free(reinterpret_cast<void *>(pointer));
+  return kSuccess;
+}
+int fake_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  *free_bytes = memory_bytes() - allocated;
+  *total_bytes = memory_bytes();
+  return kSuccess;
+}
+int fake_host_alloc(void **pointer, size_t bytes) {
+  *pointer = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  return *pointer ? kSuccess : kOutOfMemory;
+}
+int fake_host_free(void *pointer) {
+  std::free(pointer);
+  return kSuccess;
+}
+int fake_copy(void *dst, const void *src, size_t bytes, void *) {
+  std::memmove(dst, src, bytes);
+  return kSuccess;
+}
+int fake_memset(void *dst, unsigned char value, size_t count, void *) {
+  std::memset(dst, value, count);
+  return kSuccess;
+}
+int fake_new_handle(uintptr_t *handle, unsigned) {
+  *handle = next_handle++;
+  return kSuccess;
+}
+int fake_handle_op(uintptr_t) { return kSuccess; }
+int fake_handle_pair(uintptr_t, uintptr_t) { return kSuccess; }
+int fake_wait_event(uintptr_t, uintptr_t, unsigned) { return kSuccess; }
+int fake_elapsed(float *milliseconds, uintptr_t, uintptr_t) {
+  *milliseconds = 1.5f;
+  return kSuccess;
+}
+int fake_module_load(void **module, const void *image) {
+  if (!image || std::memcmp(image, "\x7f" "ELF", 4) != 0) return kInvalidImage;
+  *module = &module_object;
+  return kSuccess;
+}
+int fake_module_unload(void *) { return kSuccess; }
+int fake_get_function(void **function, void *, const char *) {
+  *function = &function_object;
+  return kSuccess;
+}
+int fake_func_set_attribute(void *, int, int) { return kSuccess; }
+
+/// The last cuLaunchKernel: grid, block, shared bytes and its third
+/// parameter read as an int (the test kernel's element count).
+struct Launch {
+  unsigned grid[3], block[3], shared_bytes;
+  int third_parameter;
+  int count;
+};
+Launch last_launch{};
+int fake_launch(void *, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                void *, void **params, void **) {
+  std::lock_guard<std::mutex> lock(mu);
+  last_launch = Launch{{gx, gy, gz}, {bx, by, bz}, shared, params && params[2] ? *static_cast<int *>(params[2]) : -1,
+                       last_launch.count + 1};
+  return kSuccess;
+}
+
+struct Entry {
+  const char *name;
+  void *function;
+};
+template <typename F> void *fn(F *f) { return reinterpret_cast<void *>(f); }
+const Entry kDeviceEntries[] = {
+    {"cuDeviceGet", fn(&fake_device_get)},          {"cuDeviceGetName", fn(&fake_device_name)},
+    {"cuDeviceGetAttribute", fn(&fake_attribute)},  {"cuDeviceTotalMem", fn(&fake_total_mem)},
+    {"cuDevicePrimaryCtxRetain", fn(&fake_retain)}, {"cuDevicePrimaryCtxRelease", fn(&fake_release)},
+    {"cuCtxSetCurrent", fn(&fake_set_current)},     {"cuCtxGetCurrent", fn(&fake_get_current)},
+    {"cuMemAlloc", fn(&fake_mem_alloc)},            {"cuMemFree", fn(&fake_mem_free)},
+    {"cuMemGetInfo", fn(&fake_mem_get_info)},       {"cuMemAllocHost", fn(&fake_host_alloc)},
+    {"cuMemFreeHost", fn(&fake_host_free)},         {"cuMemcpyHtoDAsync", fn(&fake_copy)},
+    {"cuMemcpyDtoHAsync", fn(&fake_copy)},          {"cuMemcpyDtoDAsync", fn(&fake_copy)},
+    {"cuMemsetD8Async", fn(&fake_memset)},          {"cuStreamCreate", fn(&fake_new_handle)},
+    {"cuStreamDestroy", fn(&fake_handle_op)},       {"cuStreamSynchronize", fn(&fake_handle_op)},
+    {"cuStreamWaitEvent", fn(&fake_wait_event)},    {"cuEventCreate", fn(&fake_new_handle)},
+    {"cuEventDestroy", fn(&fake_handle_op)},        {"cuEventRecord", fn(&fake_handle_pair)},
+    {"cuEventSynchronize", fn(&fake_handle_op)},    {"cuEventQuery", fn(&fake_handle_op)},
+    {"cuEventElapsedTime", fn(&fake_elapsed)},      {"cuModuleLoadData", fn(&fake_module_load)},
+    {"cuModuleUnload", fn(&fake_module_unload)},    {"cuModuleGetFunction", fn(&fake_get_function)},
+    {"cuFuncSetAttribute", fn(&fake_func_set_attribute)}, {"cuLaunchKernel", fn(&fake_launch)},
+};
+
 void *entry_point(const char *symbol) {
   if (std::strcmp(symbol, "cuInit") == 0)
     return reinterpret_cast<void *>(&fake_init);
@@ -49,10 +209,27 @@ void *entry_point(const char *symbol) {
     return reinterpret_cast<void *>(&fake_device_count);
   if (std::strcmp(symbol, "cuGetErrorName") == 0 || std::strcmp(symbol, "cuGetErrorString") == 0)
     return reinterpret_cast<void *>(&fake_error_name);
+  for (const Entry &e : kDeviceEntries)
+    if (std::strcmp(symbol, e.name) == 0) return e.function;
   return reinterpret_cast<void *>(&fake_not_supported);
 }
 
 } // namespace
+
+/// For the tests: the last recorded launch and the launch count, in
+/// `out` = {grid x, y, z, block x, y, z, shared bytes, third parameter, count}.
+extern "C" void kiln_fake_cuda_last_launch(long long *out) {
+  std::lock_guard<std::mutex> lock(mu);
+  const Launch &l = last_launch;
+  const long long v[] = {l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes,
+                         l.third_parameter, l.count};
+  std::memcpy(out, v, sizeof(v));
+}
+/// For the tests: bytes of device memory allocated now.
+extern "C" size_t kiln_fake_cuda_allocated() {
+  std::lock_guard<std::mutex> lock(mu);
+  return allocated;
+}
 
 #ifdef KILN_FAKE_CUDA_PRE_12
 extern "C" int cuGetProcAddress(const char *symbol, void **pfn, int, uint64_t) {

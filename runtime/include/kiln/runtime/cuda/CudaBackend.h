@@ -9,11 +9,12 @@
 //
 // Per device: a CachingAllocator (PyTorch's rules) and a CachingHostAllocator
 // for pinned memory; the default stream is CUDA's legacy NULL stream.
-// What the backend does not run as CUDA kernels yet: on a host-accessible
-// device (the simulator) GEMM, convolution, max pooling and strided copies
-// run the CPU backend's code on the device memory after synchronizing the
-// stream (the simulator's documented fallback); on a GPU they throw
-// std::runtime_error naming the operation ("cuBLASLt GEMM is not wired yet").
+// GEMMs on a GPU run on cuBLASLt (CublasLtGemm.h). What the backend does not
+// run as CUDA kernels yet: on a host-accessible device (the simulator) GEMM,
+// convolution, max pooling and strided copies run the CPU backend's code on
+// the device memory after synchronizing the stream (the simulator's
+// documented fallback); on a GPU convolution, max pooling and strided
+// copies throw std::runtime_error naming the operation.
 #pragma once
 
 #include <memory>
@@ -43,11 +44,24 @@ StreamHandle stream_handle(Stream &stream);
 CachingHostAllocator *pinned_allocator();
 
 /// Registers a CUDA backend when none is: the simulator (one device, or
-/// $KILN_SIM_DEVICES) when the environment has KILN_CUDA_SIM=1. Returns the
+/// $KILN_SIM_DEVICES) when the environment has KILN_CUDA_SIM=1, else the
+/// driver's devices when is_available() (Availability.h). Returns the
 /// registered backend, or null with `why_not` saying what is missing and
 /// what to do. Thread-safe; find_backend(DeviceType::CUDA) calls it, so the
 /// first CUDA tensor of a process registers the backend.
 DeviceBackend *ensure_cuda_backend(std::string *why_not = nullptr);
+
+struct DriverSymbols; // the loaded driver table (runtime/src/cuda/DriverLibrary.h)
+class NvrtcCompiler;  // kiln/runtime/cuda/Nvrtc.h
+
+/// A real GPU's DeviceApi (DriverDevice.cpp) over the loaded driver table
+/// `driver`: device `index`'s primary context (retained here, released
+/// with the object, made current on the calling thread before each call),
+/// kernels compiled by `nvrtc` for the device's compute capability and
+/// loaded with cuModuleLoadData. `driver` and `nvrtc` must outlive it.
+/// Throws CudaError naming the driver call when the device cannot be
+/// opened (no such index, a driver error).
+std::shared_ptr<DeviceApi> make_driver_device(const DriverSymbols &driver, int index, NvrtcCompiler &nvrtc);
 
 /// The simulator's DeviceApi for simulated device `index` (SimDevice.cpp):
 /// guard-paged host memory bounded by $KILN_SIM_MEMORY_MB (default 8 GiB),

@@ -56,6 +56,10 @@ struct KernelFunction {
 class DeviceApi : public DeviceMemory {
 public:
   virtual DeviceProperties properties() const = 0;
+  /// Makes this device current on the calling thread (the driver: its
+  /// primary context, cuCtxSetCurrent), so the CUDA libraries called next
+  /// (cuBLASLt, cuDNN, NCCL) work on it. The simulator has nothing to do.
+  virtual void set_current() {}
 
   // ---- streams and timed events --------------------------------------------
   /// A new stream (cuStreamCreate, CU_STREAM_NON_BLOCKING).
