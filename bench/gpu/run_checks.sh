@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The device checks on an H200 (issue 14, item 8): one call of the device
+# tool, under 8 minutes, no network. Needs .gpu/ from bench/gpu/prepare.sh
+# (carried). Writes to $OUT (or /tmp/kiln-gpu-out): nvidia-smi.txt, the
+# CUDA tests' gtest JSON, kiln.json and torch.json (the same eager cases in
+# Kiln and PyTorch on this GPU) and report.json (each number as a ratio:
+# Kiln vs PyTorch, pointwise vs the copy kernel and vs 4.8 TB/s, the bf16
+# GEMM vs 600 TFLOP/s). Copy report.json into bench/results/ with the date.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/kiln-gpu-out}
+mkdir -p "$OUT"
+root=/tmp/kiln-root
+mkdir -p "$root/bin"
+for d in .gpu/debs/*.deb; do dpkg -x "$d" "$root"; done
+tar -C "$root" -xJf .gpu/kiln-gpu.tar.xz
+export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/llvm-19/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export KILN_TEST_REAL_CUDA=1 OMP_WAIT_POLICY=passive KILN_CACHE_DIR=/tmp/kiln-cache
+B=$root/bin
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+"$B/kiln-cuda-info" | tee "$OUT/cuda-info.txt"
+status=0
+for t in kiln-cuda-loader-tests kiln-cuda-driver-tests kiln-cuda-tests kiln-cuda-op-conformance-test; do
+  echo "== $t"
+  timeout 150 "$B/$t" --gtest_brief=1 --gtest_output="json:$OUT/$t.json" > "$OUT/$t.log" 2>&1
+  rc=$?
+  tail -n 25 "$OUT/$t.log"
+  [ $rc -eq 0 ] || status=1
+done
+echo "== digits on the GPU (2 epochs)"
+timeout 90 "$B/kiln-train-digits" --device cuda --epochs 2 2>&1 | tail -n 4 | tee "$OUT/digits.txt"
+echo "== eager benchmarks"
+timeout 120 "$B/kiln-bench-cuda-eager" --out "$OUT/kiln.json" || status=1
+timeout 90 python3 bench/gpu/torch_peer.py --out "$OUT/torch.json" || status=1
+python3 bench/gpu/report.py "$OUT/kiln.json" "$OUT/torch.json" | tee "$OUT/report.json"
+exit $status
