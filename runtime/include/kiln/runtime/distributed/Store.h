@@ -5,8 +5,8 @@
 // exist or the store's timeout passes; add() is an atomic counter whose
 // value is kept as its decimal text (c10d's convention, so get() on an
 // add()ed key reads "3"). Implementations: TCPStore (served by rank 0),
-// FileStore (one file on a shared file system), PrefixStore (a namespace in
-// another store).
+// FileStore (one file on a shared file system), HashStore (one process),
+// PrefixStore (a namespace in another store).
 #pragma once
 
 #include <chrono>
@@ -96,6 +96,30 @@ private:
   std::string key_of(const std::string &key) const { return prefix_ + "/" + key; }
   std::string prefix_;
   std::shared_ptr<Store> inner_;
+};
+
+/// An in-process store (c10d's HashStore): ranks that are threads of one
+/// process, and tests. Thread-safe; blocking calls wait on a condition
+/// variable up to the timeout.
+class HashStore final : public Store {
+public:
+  HashStore();
+  ~HashStore() override;
+  void set(const std::string &key, const std::vector<uint8_t> &value) override;
+  std::vector<uint8_t> get(const std::string &key) override;
+  int64_t add(const std::string &key, int64_t delta) override;
+  std::vector<uint8_t> compare_set(const std::string &key, const std::vector<uint8_t> &expected,
+                                   const std::vector<uint8_t> &desired) override;
+  void wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string> &keys) override;
+  bool delete_key(const std::string &key) override;
+  int64_t num_keys() override;
+  using Store::set;
+  using Store::wait;
+
+private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 } // namespace kiln::runtime::distributed

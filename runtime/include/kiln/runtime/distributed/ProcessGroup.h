@@ -1,0 +1,113 @@
+// kiln/runtime/distributed/ProcessGroup.h - collectives over the ranks of a
+// job (c10d's ProcessGroup: torch.distributed's all_reduce, broadcast, ...).
+//
+// Every collective is asynchronous: it returns a Work at once and runs on the
+// group's communication thread, in the order the calls were made (all ranks
+// must make the same calls in the same order, as with c10d). Tensors are
+// dense views of host-accessible memory (the CPU, or the CUDA simulator's);
+// the caller keeps them alive and untouched until wait() returns.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/TensorView.h"
+#include "kiln/runtime/distributed/Store.h"
+
+namespace kiln::runtime::distributed {
+
+/// How all_reduce/reduce_scatter combine (torch.distributed.ReduceOp).
+/// Avg is the sum divided by the group size (integer division for integers).
+enum class ReduceOp { Sum, Avg, Max, Min };
+const char *reduce_op_name(ReduceOp op);
+
+/// One collective in flight (c10d's Work). Thread-safe.
+class Work {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  /// True once the collective finished, successfully or not.
+  bool is_completed();
+  /// Blocks until the collective finishes and rethrows its failure
+  /// (DistributedError). `timeout` 0: the group's timeout; past it, throws
+  /// DistributedError Timeout (the collective itself keeps its own timeout).
+  void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  /// When the communication thread started and finished this collective
+  /// (steady clock; for overlap measurements).
+  Clock::time_point start_time();
+  Clock::time_point end_time();
+  /// What the collective is ("allreduce #12 (float32, 1024 elements)").
+  const std::string &description() const { return description_; }
+
+  // Used by the process group that runs the collective.
+  Work(std::string description, std::chrono::milliseconds default_timeout)
+      : description_(std::move(description)), default_timeout_(default_timeout) {}
+  void mark_started();
+  void finish(std::exception_ptr error);
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  Clock::time_point start_{}, end_{};
+  std::string description_;
+  std::chrono::milliseconds default_timeout_;
+};
+
+class ProcessGroup {
+public:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;
+  /// The timeout each collective runs under (default kDefaultTimeout).
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  /// Reduces `tensor` in place across the group: afterwards every rank holds
+  /// op(tensor of rank 0, ..., tensor of rank size-1).
+  virtual std::shared_ptr<Work> allreduce(const TensorView &tensor, ReduceOp op) = 0;
+  /// Copies rank `root`'s `tensor` into every rank's `tensor`.
+  virtual std::shared_ptr<Work> broadcast(const TensorView &tensor, int root) = 0;
+  /// outputs[r] = rank r's `input` (outputs.size() == size(), each with
+  /// input's element count and dtype).
+  virtual std::shared_ptr<Work> allgather(const std::vector<TensorView> &outputs, const TensorView &input) = 0;
+  /// output = op over ranks of inputs[rank()] (inputs.size() == size()).
+  virtual std::shared_ptr<Work> reduce_scatter(const TensorView &output, const std::vector<TensorView> &inputs,
+                                               ReduceOp op) = 0;
+  /// Completes when every rank has called barrier().
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+private:
+  int rank_, size_;
+};
+
+/// Options of the Gloo process group.
+struct GlooOptions {
+  /// The address this rank's TCP transport binds and tells its peers
+  /// (Gloo's default resolves gethostname(), which need not be reachable).
+  std::string hostname = "127.0.0.1";
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  /// Before each collective, the ranks compare its fingerprint (op, sizes,
+  /// dtype, sequence number) and the first desync is reported instead of
+  /// hanging (KILN_DISTRIBUTED_DEBUG=DETAIL turns it on by default).
+  bool check_fingerprints = false;
+};
+
+/// Gloo's TCP collectives (PyTorch's CPU DDP backend, Debian libgloo-dev
+/// 0.5): ranks meet through `store` (connectFullMesh), every collective has
+/// its own tag (its sequence number) and the group's timeout. After a
+/// transport failure (a peer died or timed out) the group is broken: that
+/// collective and every later one throw DistributedError naming the cause.
+/// Throws DistributedError when the ranks cannot connect within the timeout.
+std::unique_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
+                                                      const GlooOptions &options = {});
+
+} // namespace kiln::runtime::distributed
