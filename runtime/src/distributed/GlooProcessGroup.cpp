@@ -3,6 +3,8 @@
 // one communication thread runs the collectives in call order, each with a
 // tag equal to its sequence number and the group's timeout.
 #include <atomic>
+#include <csignal>
+#include <signal.h>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -151,6 +153,25 @@ std::string fingerprint_text(const Fingerprint &f) {
   return s;
 }
 
+/// Returns once every rank of the group has finished connectFullMesh
+/// (c10d's store-based barrier after creating a group): a collective that
+/// reached a rank still connecting its other pairs would find that pair
+/// reset. Tickets of one counter, so groups made one after another on the
+/// same store each wait for their own `size` ranks.
+void store_barrier(Store &store, int rank, int size, std::chrono::milliseconds timeout) {
+  const std::string key = "kiln_gloo_connected";
+  const int64_t ticket = store.add(key, 1);
+  const int64_t target = ((ticket - 1) / size + 1) * size;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int64_t n = store.add(key, 0); n < target; n = store.add(key, 0)) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw DistributedError(Kind::Timeout, "init_process_group (gloo): rank " + std::to_string(rank) + ": " +
+                                                std::to_string(n - (target - size)) + " of " + std::to_string(size) +
+                                                " ranks connected within " + std::to_string(timeout.count()) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 bool debug_detail() {
   const char *v = std::getenv("KILN_DISTRIBUTED_DEBUG");
   return v && std::strcmp(v, "DETAIL") == 0;
@@ -159,11 +180,16 @@ bool debug_detail() {
 class GlooProcessGroup final : public ProcessGroup {
 public:
   GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size, const GlooOptions &options)
-      : ProcessGroup(rank, size), options_(options) {
+      : ProcessGroup(rank, size), options_(options), store_(std::move(store)) {
     if (size < 1 || rank < 0 || rank >= size)
       throw DistributedError(Kind::Invalid, "init_process_group: rank " + std::to_string(rank) +
                                                 " is not in a group of size " + std::to_string(size));
     options_.check_fingerprints = options.check_fingerprints || debug_detail();
+    // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would
+    // kill this process with SIGPIPE instead of failing the collective.
+    // A handler the program installed is left alone.
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
     attr.ai_family = AF_INET;
@@ -171,8 +197,9 @@ public:
       device_ = gloo::transport::tcp::CreateDevice(attr);
       context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
       context_->setTimeout(options.timeout);
-      GlooStore gloo_store(std::move(store));
+      GlooStore gloo_store(store_);
       context_->connectFullMesh(gloo_store, device_);
+      store_barrier(*store_, rank, size, options.timeout);
     } catch (const DistributedError &e) {
       throw DistributedError(e.kind(), "init_process_group (gloo): rank " + std::to_string(rank) + " of " +
                                            std::to_string(size) + " could not meet its peers: " + e.what());
@@ -382,6 +409,9 @@ private:
   }
 
   GlooOptions options_;
+  /// Kept for the group's life: on rank 0 it is the TCPStore server the
+  /// other ranks may still be reading (c10d's ProcessGroup keeps it too).
+  std::shared_ptr<Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::mutex mu_;

@@ -96,6 +96,20 @@ bool send_all(int fd, const std::vector<uint8_t> &data) {
 
 std::string errno_text() { return std::strerror(errno); }
 
+/// True for TCP's self-connect: a client connecting to a port in the
+/// ephemeral range on its own host before the master listens can be given
+/// that very port as its source, and then talks to itself.
+bool self_connected(int fd) {
+  sockaddr_storage self{}, peer{};
+  socklen_t a = sizeof self, b = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&self), &a) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &b) != 0)
+    return false;
+  if (a != b || std::memcmp(&self, &peer, a) != 0) return false;
+  errno = ECONNREFUSED;
+  return true;
+}
+
 } // namespace
 
 // ---- the server ---------------------------------------------------------------
@@ -164,8 +178,10 @@ private:
           clients_[fd];
         }
       }
+      // A connection dropped earlier in this round (a failed reply to a
+      // waiter) is skipped: its number may already belong to another socket.
       for (size_t i = 2; i < fds.size(); ++i)
-        if (fds[i].revents) read_from(fds[i].fd);
+        if (fds[i].revents && clients_.count(fds[i].fd)) read_from(fds[i].fd);
     }
   }
 
@@ -347,7 +363,7 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
   std::string last = "no attempt";
   for (;;) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 && !self_connected(fd)) {
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       fd_ = fd;
