@@ -6,6 +6,7 @@
 #include "kiln/compile.h"
 #include "kiln/cuda.h"
 #include "kiln/data.h"
+#include "kiln/distributed.h"
 #include "kiln/error.h"
 #include "kiln/functional.h"
 #include "kiln/init.h"

@@ -1,0 +1,299 @@
+// DistributedDataParallel, the collectives and DistributedSampler across real
+// processes on loopback (this binary re-run as each rank: DDPRank.Run does
+// the rank's work when KILN_DDP_TEST_CASE is set). The reference is one
+// process training a copy of the model on the global batch.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+using namespace std::chrono_literals;
+namespace dist = kiln::distributed;
+
+constexpr int64_t kGlobalBatch = 12, kIn = 8, kOut = 4;
+
+std::shared_ptr<nn::Module> make_model(int64_t hidden = 16) {
+  manual_seed(7);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(kIn, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, kOut)});
+}
+
+/// The global batch of step `s`: x [12, 8], y [12, 4].
+std::pair<Tensor, Tensor> batch(int s) {
+  manual_seed(1000 + static_cast<uint64_t>(s));
+  return {randn({kGlobalBatch, kIn}), randn({kGlobalBatch, kOut})};
+}
+
+Tensor rows_of(const Tensor &t, int rank, int world) {
+  const int64_t per = kGlobalBatch / world;
+  return t.narrow(0, rank * per, per).contiguous();
+}
+
+/// Largest relative difference between the two models' parameters.
+double max_rel_diff(nn::Module &a, nn::Module &b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  double worst = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const float *x = pa[i].data_ptr<float>(), *y = pb[i].data_ptr<float>();
+    for (int64_t k = 0; k < pa[i].numel(); ++k)
+      worst = std::max(worst, std::abs(double(x[k]) - y[k]) / std::max(1.0, std::abs(double(y[k]))));
+  }
+  return worst;
+}
+
+/// 20 SGD steps with DDP on this rank's rows vs one process on all rows;
+/// `accumulate`: each step is two no_sync micro-batches plus a synced one.
+/// `compile_options`: DDP wraps kiln::compile(model) with them (the
+/// gradients reach the reducer from the compiled backward's AccumulateGrad).
+int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptions &options,
+                      const CompileOptions *compile_options = nullptr) {
+  auto model = make_model();
+  auto reference = make_model();
+  std::shared_ptr<nn::Module> wrapped = model;
+  if (compile_options) wrapped = kiln::compile(model, *compile_options);
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped, options);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int s = 0; s < 20; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    if (accumulate) {
+      // Three micro-batches of the same global batch (the mean of means of
+      // equal parts is the mean): the first two without sync.
+      {
+        auto guard = ddp->no_sync();
+        for (int m = 0; m < 2; ++m) (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3)).backward();
+      }
+      (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3)).backward();
+    } else {
+      nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
+    }
+    nn::functional::mse_loss(reference->forward(x), y).backward();
+    opt.step();
+    ref_opt.step();
+  }
+  const double diff = max_rel_diff(*model, *reference);
+  if (diff > 1e-5) {
+    std::fprintf(stderr, "rank %d: parameters differ from the single process by %g\n", rank, diff);
+    return 1;
+  }
+  if (ddp->bucket_indices().empty()) return 2;
+  return 0;
+}
+
+int rank_main(const std::string &test_case, int rank, int world) {
+  using clock = std::chrono::steady_clock;
+  dist::init_process_group(); // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the parent
+  if (test_case == "equal") return train_and_compare(rank, world, false, {});
+  if (test_case == "small_buckets") {
+    dist::DDPOptions o;
+    o.first_bucket_cap_mb = o.bucket_cap_mb = 0.0001; // one bucket per parameter: order and launch rules
+    o.gradient_as_bucket_view = true;
+    return train_and_compare(rank, world, false, o);
+  }
+  if (test_case == "no_sync") return train_and_compare(rank, world, true, {});
+  if (test_case == "compiled" || test_case == "compiled_remat") {
+    CompileOptions o;
+    if (test_case == "compiled_remat") o.memory_budget = 0.5;
+    return train_and_compare(rank, world, false, {}, &o);
+  }
+  if (test_case == "collectives") {
+    Tensor t = full({3}, double(rank + 1), kFloat32);
+    dist::all_reduce(t, dist::ReduceOp::Sum);
+    const float expected = float(world * (world + 1) / 2);
+    if (t.data_ptr<float>()[2] != expected) return 1;
+    Tensor b = full({2}, double(rank), kInt64);
+    dist::broadcast(b, world - 1);
+    if (b.data_ptr<int64_t>()[0] != world - 1) return 2;
+    std::vector<Tensor> all;
+    dist::all_gather(all, full({1}, double(rank * 10), kFloat64));
+    for (int r = 0; r < world; ++r)
+      if (all[r].data_ptr<double>()[0] != r * 10) return 3;
+    dist::barrier();
+    return 0;
+  }
+  if (test_case == "mismatch") {
+    try {
+      dist::DistributedDataParallel ddp(make_model(rank == 1 ? 17 : 16));
+      return 1;
+    } catch (const Error &e) {
+      const std::string what = e.what();
+      return what.find("parameter 0 differs across ranks: rank 0 has '0.weight' [16, 8] float32, rank 1 has "
+                       "'0.weight' [17, 8] float32") != std::string::npos
+                 ? 0
+                 : (std::fprintf(stderr, "%s\n", e.what()), 3);
+    }
+  }
+  if (test_case == "exit" || test_case == "hang") {
+    auto ddp = std::make_shared<dist::DistributedDataParallel>(make_model());
+    for (int s = 0;; ++s) {
+      if (rank == 1 && s == 3) {
+        if (test_case == "exit") ::_exit(7);
+        std::this_thread::sleep_for(3600s);
+      }
+      auto [x, y] = batch(s);
+      const auto t0 = clock::now();
+      try {
+        nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
+      } catch (const Error &e) {
+        const double waited = std::chrono::duration<double>(clock::now() - t0).count();
+        std::fprintf(stderr, "rank %d failed after %.2f s: %s\n", rank, waited, e.what());
+        return waited < 2.0 + 5.0 ? 0 : 4; // KILN_DISTRIBUTED_TIMEOUT_S=2 plus 5 s
+      }
+      if (s > 5) return 5;
+    }
+  }
+  return 99;
+}
+
+TEST(DDPRank, Run) {
+  const char *test_case = std::getenv("KILN_DDP_TEST_CASE");
+  if (!test_case) GTEST_SKIP() << "the rank side of the DistributedDataParallel tests (run by them)";
+  const int rank = std::atoi(std::getenv("RANK")), world = std::atoi(std::getenv("WORLD_SIZE"));
+  int code = 98;
+  try {
+    code = rank_main(test_case, rank, world);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+  }
+  std::fflush(stderr);
+  dist::destroy_process_group();
+  ::_exit(code);
+}
+
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// Runs `world` ranks of `test_case` as processes; returns their exit codes
+/// (-signal when killed). Ranks still running after `limit` are SIGKILLed.
+std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit = 60s) {
+  const std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("KILN_DDP_TEST_CASE", test_case.c_str(), 1);
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("KILN_DISTRIBUTED_TIMEOUT_S", test_case == "exit" || test_case == "hang" ? "2" : "20", 1);
+      ::setenv("OMP_NUM_THREADS", "1", 1);
+      ::execl("/proc/self/exe", "/proc/self/exe", "--gtest_filter=DDPRank.Run", static_cast<char *>(nullptr));
+      ::_exit(97);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(static_cast<size_t>(world), -1000);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (codes[r] != -1000) continue;
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        --left;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t r = 0; r < pids.size(); ++r)
+        if (codes[r] == -1000) ::kill(pids[r], SIGKILL);
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return codes;
+}
+
+TEST(DistributedDataParallel, TwentyStepsOnTwoAndThreeRanksEqualOneProcessOnTheGlobalBatch) {
+  for (int world : {2, 3}) EXPECT_EQ(run_ranks("equal", world), std::vector<int>(world, 0)) << world << " ranks";
+}
+
+TEST(DistributedDataParallel, OneBucketPerParameterWithGradientsAsBucketViews) {
+  EXPECT_EQ(run_ranks("small_buckets", 2), std::vector<int>(2, 0));
+}
+
+TEST(DistributedDataParallel, CompiledAndCompiledWithHalfTheMemoryBudgetEqualOneProcess) {
+  EXPECT_EQ(run_ranks("compiled", 2), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("compiled_remat", 2), std::vector<int>(2, 0));
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulationEqualsTheLargeBatch) {
+  EXPECT_EQ(run_ranks("no_sync", 2), std::vector<int>(2, 0));
+}
+
+TEST(DistributedDataParallel, CollectivesOnTensors) {
+  EXPECT_EQ(run_ranks("collectives", 3), std::vector<int>(3, 0));
+}
+
+TEST(DistributedDataParallel, ADifferentModelOnOneRankIsAnErrorOnEveryRank) {
+  EXPECT_EQ(run_ranks("mismatch", 2), std::vector<int>(2, 0));
+}
+
+TEST(DistributedDataParallel, ARankThatExitsOrHangsFailsTheOtherWithinTheTimeout) {
+  auto exited = run_ranks("exit", 2, 30s);
+  EXPECT_EQ(exited[0], 0);
+  EXPECT_EQ(exited[1], 7);
+  auto hung = run_ranks("hang", 2, 20s);
+  EXPECT_EQ(hung[0], 0);          // failed with kiln::Error within 2 + 5 s
+  EXPECT_EQ(hung[1], -SIGKILL);   // the hanging rank, killed by the test after its limit
+}
+
+TEST(DistributedSampler, ShardsAreDisjointCoverTheDataAndAreEqualInSize) {
+  for (bool drop_last : {false, true})
+    for (int world : {1, 2, 3, 4}) {
+      std::multiset<int64_t> seen;
+      for (int r = 0; r < world; ++r) {
+        dist::DistributedSampler s(10, world, r, /*shuffle=*/true, /*seed=*/3, drop_last);
+        s.set_epoch(2);
+        auto idx = s.indices();
+        EXPECT_EQ(static_cast<int64_t>(idx.size()), s.num_samples());
+        EXPECT_EQ(s.num_samples(), drop_last ? 10 / world : (10 + world - 1) / world);
+        seen.insert(idx.begin(), idx.end());
+      }
+      const size_t total = seen.size();
+      std::set<int64_t> distinct(seen.begin(), seen.end());
+      if (drop_last) {
+        EXPECT_EQ(distinct.size(), total) << "disjoint";
+      } else {
+        EXPECT_EQ(distinct.size(), 10u) << "covers every sample";
+        EXPECT_LE(total - 10, static_cast<size_t>(world - 1)) << "padding only to a multiple of the world size";
+      }
+    }
+  dist::DistributedSampler a(10, 2, 0, true, 3), b(10, 2, 0, true, 3);
+  b.set_epoch(1);
+  EXPECT_NE(a.indices(), b.indices()) << "set_epoch reshuffles";
+  EXPECT_THROW(dist::DistributedSampler(10, 2, 2), Error);
+  auto data = std::make_shared<data::TensorDataset>(arange(10).to(kFloat32).view({10, 1}), arange(10));
+  auto shard = a.shard(data);
+  ASSERT_EQ(shard->size(), 5);
+  EXPECT_EQ(shard->get(1).target.data_ptr<int64_t>()[0], a.indices()[1]);
+}
+
+} // namespace
+} // namespace kiln
