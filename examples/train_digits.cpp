@@ -3,7 +3,12 @@
 // --device cuda trains on a CUDA device (eagerly: compiled CUDA graphs are
 // not there yet; KILN_CUDA_SIM=1 gives the CUDA-on-CPU simulator).
 //
-//   kiln-train-digits [--eager] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]
+//   kiln-train-digits [--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]
+//
+// --ddp: data parallel across the processes kilnrun starts
+// (`kilnrun --nproc-per-node 2 kiln-train-digits --ddp`): each rank trains
+// on its DistributedSampler shard with --batch-size per rank, gradients are
+// averaged by DistributedDataParallel, rank 0 prints.
 //
 // One progress line per epoch: epoch, mean loss, train accuracy, lr, gradient
 // norm (mean over the epoch's steps), allocator peak memory, steps/s. Ends with
@@ -24,6 +29,7 @@ namespace {
 
 struct Args {
   bool eager = false;
+  bool ddp = false;
   Device device = kCPU;
   int epochs = 40;
   uint64_t seed = 0;
@@ -35,8 +41,9 @@ struct Args {
 Args parse(int argc, char **argv) {
   Args a;
   examples::Cli cli("kiln-train-digits",
-                    "[--eager] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]");
+                    "[--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]");
   cli.flag("--eager", [&] { a.eager = true; });
+  cli.flag("--ddp", [&] { a.ddp = true; });
   cli.option("--device", [&](const std::string &v) { a.device = examples::parse_device(v); });
   cli.option("--epochs", [&](const std::string &v) { a.epochs = std::stoi(v); });
   cli.option("--seed", [&](const std::string &v) { a.seed = std::stoull(v); });
@@ -73,9 +80,23 @@ int main(int argc, char **argv) {
       args.eager = true;
     }
     if (!args.eager) model = compiled = compile(mlp);
+    std::shared_ptr<distributed::DistributedSampler> sampler;
+    bool print = true;
+    if (args.ddp) {
+      distributed::init_process_group();
+      model = std::make_shared<distributed::DistributedDataParallel>(model); // rank 0's weights everywhere
+      sampler = std::make_shared<distributed::DistributedSampler>(train_set.size(), /*shuffle=*/true, args.seed);
+      print = distributed::get_rank() == 0;
+    }
     optim::AdamW opt(model->parameters(), optim::AdamWOptions(args.lr));
-    data::DataLoader loader(train_set, args.batch_size, /*shuffle=*/true, args.seed);
+    auto train_data = std::make_shared<data::TensorDataset>(train_set);
+    data::DataLoader loader = sampler ? data::DataLoader(sampler->shard(train_data), data::DataLoaderOptions(args.batch_size))
+                                      : data::DataLoader(train_set, args.batch_size, /*shuffle=*/true, args.seed);
+    if (!print && !std::freopen("/dev/null", "w", stdout)) return 1; // rank 0 reports for the group
 
+    if (args.ddp)
+      std::printf("kiln-train-digits: DistributedDataParallel over %d processes, %lld digits per rank per epoch\n",
+                  distributed::get_world_size(), static_cast<long long>(sampler->num_samples()));
     std::printf("kiln-train-digits: %s MLP 64-128-10 on %s, %lld train / %lld test digits, batch %lld, AdamW lr %g\n",
                 args.eager ? "eager" : "compiled", args.device.str().c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(args.batch_size), args.lr);
@@ -85,6 +106,7 @@ int main(int argc, char **argv) {
       double loss_sum = 0, norm_sum = 0;
       int64_t correct = 0, seen = 0, steps = 0;
       model->train();
+      if (sampler) sampler->set_epoch(static_cast<uint64_t>(epoch));
       for (auto &[xb, yb] : loader.epoch()) {
         const Tensor x = xb.to(args.device), y = yb.to(args.device);
         opt.zero_grad();
