@@ -2,8 +2,10 @@
 #include "kiln/runtime/distributed/Store.h"
 
 #include <condition_variable>
-#include <map>
 #include <mutex>
+
+#include "KeyValueTable.h"
+#include "StoreFrame.h"
 
 namespace kiln::runtime::distributed {
 
@@ -36,34 +38,37 @@ int64_t PrefixStore::num_keys() { return inner_->num_keys(); }
 struct HashStore::State {
   std::mutex mu;
   std::condition_variable cv;
-  std::map<std::string, std::vector<uint8_t>> data;
+  KeyValueTable table;
 };
 
 HashStore::HashStore() : state_(std::make_unique<State>()) {}
 HashStore::~HashStore() = default;
 
 void HashStore::set(const std::string &key, const std::vector<uint8_t> &value) {
+  frame::check_keys({key}, "HashStore set");
+  frame::check_value(value, "HashStore set('" + key + "')");
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    state_->data[key] = value;
+    state_->table.set(key, value);
   }
   state_->cv.notify_all();
 }
 
 std::vector<uint8_t> HashStore::get(const std::string &key) {
-  wait({key}, timeout_);
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->data.at(key);
+  frame::check_keys({key}, "HashStore get");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout_, [&] { return state_->table.find(key) != nullptr; }))
+    throw DistributedError(DistributedError::Kind::Timeout, "HashStore get: key '" + key + "' not set after " +
+                                                                std::to_string(timeout_.count()) + " ms");
+  return *state_->table.find(key);
 }
 
 int64_t HashStore::add(const std::string &key, int64_t delta) {
+  frame::check_keys({key}, "HashStore add");
   int64_t sum;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    auto &v = state_->data[key];
-    sum = (v.empty() ? 0 : std::stoll(std::string(v.begin(), v.end()))) + delta;
-    const std::string text = std::to_string(sum);
-    v.assign(text.begin(), text.end());
+    sum = state_->table.add(key, delta, "HashStore");
   }
   state_->cv.notify_all();
   return sum;
@@ -71,53 +76,40 @@ int64_t HashStore::add(const std::string &key, int64_t delta) {
 
 std::vector<uint8_t> HashStore::compare_set(const std::string &key, const std::vector<uint8_t> &expected,
                                             const std::vector<uint8_t> &desired) {
+  frame::check_keys({key}, "HashStore compare_set");
+  frame::check_value(desired, "HashStore compare_set('" + key + "')");
+  bool changed;
   std::vector<uint8_t> now;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    auto it = state_->data.find(key);
-    if (it == state_->data.end()) {
-      if (!expected.empty()) return expected; // c10d: an absent key with a non-empty expected is left absent
-      state_->data[key] = desired;
-      now = desired;
-    } else {
-      if (it->second == expected) it->second = desired;
-      now = it->second;
-    }
+    now = state_->table.compare_set(key, expected, desired, &changed);
   }
-  state_->cv.notify_all();
+  if (changed) state_->cv.notify_all();
   return now;
 }
 
 void HashStore::wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) {
+  frame::check_keys(keys, "HashStore wait");
   std::unique_lock<std::mutex> lock(state_->mu);
-  auto all_there = [&] {
-    for (const auto &k : keys)
-      if (!state_->data.count(k)) return false;
-    return true;
-  };
-  if (state_->cv.wait_for(lock, timeout, all_there)) return;
-  std::string missing;
-  for (const auto &k : keys)
-    if (!state_->data.count(k)) missing += (missing.empty() ? "" : ", ") + k;
-  throw DistributedError(DistributedError::Kind::Timeout, "HashStore wait: keys [" + missing + "] not set after " +
-                                                              std::to_string(timeout.count()) + " ms");
+  if (state_->cv.wait_for(lock, timeout, [&] { return state_->table.has_all(keys); })) return;
+  throw DistributedError(DistributedError::Kind::Timeout, "HashStore wait: keys [" + state_->table.missing(keys) +
+                                                              "] not set after " + std::to_string(timeout.count()) +
+                                                              " ms");
 }
 
 bool HashStore::check(const std::vector<std::string> &keys) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  for (const auto &k : keys)
-    if (!state_->data.count(k)) return false;
-  return true;
+  return state_->table.has_all(keys);
 }
 
 bool HashStore::delete_key(const std::string &key) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->data.erase(key) > 0;
+  return state_->table.erase(key);
 }
 
 int64_t HashStore::num_keys() {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return static_cast<int64_t>(state_->data.size());
+  return state_->table.user_key_count();
 }
 
 } // namespace kiln::runtime::distributed

@@ -1,9 +1,16 @@
-// TCPStore (kiln/runtime/distributed/TCPStore.h), after c10d's TCPStore:
-// a poll() server thread in the master and a blocking client per store.
+// TCPStore (kiln/runtime/distributed/TCPStore.h), after c10d's TCPStore: a
+// poll() server thread in the master and one non-blocking client socket per
+// store. Requests and replies are StoreFrame frames.
 //
-// Wire format (both directions): u32 magic, u8 op (reply: status), u32 field
-// count, then per field a u64 length and its bytes. All little-endian host
-// order (the ranks of a job run the same binary).
+// Requests (op: fields):            replies (kOk unless said):
+//   kSet: key, value                  -
+//   kGet: key                         value (parked until the key is set)
+//   kAdd: key, i64 delta              i64 sum; kError: message
+//   kCompareSet: key, expected, desired   value after
+//   kWait: key...                     - (parked until every key is set)
+//   kCheck: key...                    u8 1/0
+//   kDelete: key                      u8 1/0
+//   kNumKeys: -                       i64 count
 #include "kiln/runtime/distributed/TCPStore.h"
 
 #include <arpa/inet.h>
@@ -15,86 +22,98 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <thread>
 
+#include "KeyValueTable.h"
+#include "StoreFrame.h"
+
 namespace kiln::runtime::distributed {
 
 using Kind = DistributedError::Kind;
 using Clock = std::chrono::steady_clock;
+using frame::Fields;
+using frame::Shape;
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4b4c5331; // "KLS1"
-constexpr size_t kHeaderBytes = 4 + 1 + 4;
 enum Op : uint8_t { kSet = 1, kGet, kAdd, kCompareSet, kWait, kCheck, kDelete, kNumKeys };
-enum Status : uint8_t { kOk = 0, kBadRequest = 1 };
+enum Status : uint8_t { kOk = 0, kError = 1 };
 
-using Fields = std::vector<std::vector<uint8_t>>;
+/// Every TCPStore adds 1 here when it connects; the master's constructor
+/// waits for num_workers (c10d's init key).
+const std::string kWorkersKey = std::string(kInternalKeyPrefix) + "workers";
+
+/// The recv() chunk: large enough that a 256 MiB value is 1024 reads.
+constexpr size_t kReadChunkBytes = size_t{256} << 10;
+/// How long one connect() attempt may take, and the pause between attempts
+/// while the master is not up yet.
+constexpr int kConnectAttemptMs = 1000;
+constexpr auto kConnectRetryPause = std::chrono::milliseconds(20);
+/// The master's poll interval while it waits for num_workers.
+constexpr auto kWorkerPollPause = std::chrono::milliseconds(10);
+
+Shape request_shape(uint8_t op) {
+  switch (op) {
+  case kSet:
+    return {true, 2, 2, 0b10};
+  case kGet:
+    return {true, 1, 1, 0};
+  case kAdd:
+    return {true, 2, 2, 0b10};
+  case kCompareSet:
+    return {true, 3, 3, 0b110};
+  case kWait:
+    return {true, 1, kMaxKeysPerCall, 0};
+  case kCheck:
+    return {true, 1, kMaxKeysPerCall, 0};
+  case kDelete:
+    return {true, 1, 1, 0};
+  case kNumKeys:
+    return {true, 0, 0, 0};
+  default:
+    return {};
+  }
+}
+
+Shape reply_shape(uint8_t status) {
+  if (status == kOk)
+    return {true, 0, 1, 0b1};
+  if (status == kError)
+    return {true, 1, 1, 0b1};
+  return {};
+}
 
 std::vector<uint8_t> bytes_of(const std::string &s) { return {s.begin(), s.end()}; }
 std::string text_of(const std::vector<uint8_t> &v) { return {v.begin(), v.end()}; }
 
-std::vector<uint8_t> encode(uint8_t op, const Fields &fields) {
-  std::vector<uint8_t> out(kHeaderBytes);
-  const uint32_t n = static_cast<uint32_t>(fields.size());
-  std::memcpy(out.data(), &kMagic, 4);
-  out[4] = op;
-  std::memcpy(out.data() + 5, &n, 4);
-  for (const auto &f : fields) {
-    const uint64_t len = f.size();
-    const size_t at = out.size();
-    out.resize(at + 8 + f.size());
-    std::memcpy(out.data() + at, &len, 8);
-    if (!f.empty()) std::memcpy(out.data() + at + 8, f.data(), f.size());
-  }
+std::vector<uint8_t> int64_bytes(int64_t v) {
+  std::vector<uint8_t> out(8);
+  std::memcpy(out.data(), &v, 8);
   return out;
 }
 
-/// Parses one message at the front of `buf`. Returns 0 when more bytes are
-/// needed, the message's length when complete, -1 when malformed (`why`).
-/// Checks every length against the bounds before trusting it.
-long long decode(const std::vector<uint8_t> &buf, uint8_t *op, Fields *fields, std::string *why) {
-  if (buf.size() < kHeaderBytes) return 0;
-  uint32_t magic, n;
-  std::memcpy(&magic, buf.data(), 4);
-  std::memcpy(&n, buf.data() + 5, 4);
-  if (magic != kMagic) return *why = "bad magic", -1;
-  if (n > kMaxFields) return *why = "field count " + std::to_string(n) + " over " + std::to_string(kMaxFields), -1;
-  size_t at = kHeaderBytes;
-  Fields out;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (buf.size() < at + 8) return 0;
-    uint64_t len;
-    std::memcpy(&len, buf.data() + at, 8);
-    if (len > kMaxValueBytes) return *why = "field length " + std::to_string(len) + " over " + std::to_string(kMaxValueBytes), -1;
-    at += 8;
-    if (at + len > kMaxValueBytes + kMaxKeyBytes * 2 + (size_t{1} << 20))
-      return *why = "message of more than " + std::to_string(kMaxValueBytes) + " bytes", -1;
-    if (buf.size() < at + len) return 0;
-    out.emplace_back(buf.begin() + static_cast<long>(at), buf.begin() + static_cast<long>(at + len));
-    at += len;
-  }
-  *op = buf[4];
-  *fields = std::move(out);
-  return static_cast<long long>(at);
+int64_t int64_of(const std::vector<uint8_t> &v, const std::string &what) {
+  if (v.size() != 8)
+    throw DistributedError(Kind::Protocol,
+                           "TCPStore " + what + ": an integer of " + std::to_string(v.size()) + " bytes");
+  int64_t out;
+  std::memcpy(&out, v.data(), 8);
+  return out;
 }
 
-bool send_all(int fd, const std::vector<uint8_t> &data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t k = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    sent += static_cast<size_t>(k);
-  }
-  return true;
-}
+Fields flag_reply(bool b) { return {std::vector<uint8_t>{uint8_t(b ? 1 : 0)}}; }
 
 std::string errno_text() { return std::strerror(errno); }
+
+int ms_until(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
+}
 
 /// True for TCP's self-connect: a client connecting to a port in the
 /// ephemeral range on its own host before the master listens can be given
@@ -105,9 +124,34 @@ bool self_connected(int fd) {
   if (::getsockname(fd, reinterpret_cast<sockaddr *>(&self), &a) != 0 ||
       ::getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &b) != 0)
     return false;
-  if (a != b || std::memcmp(&self, &peer, a) != 0) return false;
-  errno = ECONNREFUSED;
-  return true;
+  return a == b && std::memcmp(&self, &peer, a) == 0;
+}
+
+/// One non-blocking connect() to `addr`, up to `wait_ms`; the socket
+/// (non-blocking, TCP_NODELAY) or -1 with `*why`.
+int connect_once(const addrinfo &addr, int wait_ms, std::string *why) {
+  const int fd = ::socket(addr.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return *why = errno_text(), -1;
+  int err = 0;
+  if (::connect(fd, addr.ai_addr, addr.ai_addrlen) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      socklen_t len = sizeof err;
+      err = ::poll(&p, 1, wait_ms) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : ETIMEDOUT;
+    }
+  }
+  if (err == 0 && self_connected(fd))
+    err = ECONNREFUSED; // nothing listens yet: try again
+  if (err != 0) {
+    *why = std::strerror(err);
+    ::close(fd);
+    return -1;
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
 }
 
 } // namespace
@@ -116,215 +160,286 @@ bool self_connected(int fd) {
 
 class TCPStore::Server {
 public:
-  Server(const std::string &host, uint16_t port) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) throw DistributedError(Kind::Invalid, "TCPStore: socket() failed: " + errno_text());
-    const int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_ANY); // the master address may name any interface of this node
-    (void)host;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(listen_fd_, 256) != 0) {
-      const std::string why = errno_text();
-      ::close(listen_fd_);
-      throw DistributedError(Kind::Invalid, "TCPStore: cannot listen on port " + std::to_string(port) + ": " + why +
-                                                " (another job on this port? choose another MASTER_PORT)");
-    }
-    socklen_t len = sizeof a;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw DistributedError(Kind::Invalid, "TCPStore: pipe2 failed");
-    thread_ = std::thread([this] { loop(); });
-  }
-
-  ~Server() {
-    const char c = 'x';
-    (void)!::write(wake_[1], &c, 1);
-    thread_.join();
-    for (auto &[fd, client] : clients_) ::close(fd);
-    ::close(listen_fd_);
-    ::close(wake_[0]);
-    ::close(wake_[1]);
-  }
-
+  explicit Server(uint16_t port);
+  ~Server();
   uint16_t port() const { return port_; }
 
 private:
-  struct Client {
-    std::vector<uint8_t> in;
+  struct Connection {
+    std::string peer;         ///< "address:port", for the log
+    std::vector<uint8_t> in;  ///< received bytes not yet served
+    std::vector<uint8_t> out; ///< reply bytes not yet sent
+    size_t out_sent = 0;
   };
+  /// A get or wait whose keys are not all set yet.
   struct Waiter {
     int fd;
-    uint8_t op; // kGet or kWait
+    uint8_t op;
     std::vector<std::string> keys;
   };
 
-  void loop() {
-    for (;;) {
-      std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-      for (auto &[fd, c] : clients_) fds.push_back({fd, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      if (fds[0].revents) return;
-      if (fds[1].revents & POLLIN) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          const int one = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          clients_[fd];
-        }
-      }
-      // A connection dropped earlier in this round (a failed reply to a
-      // waiter) is skipped: its number may already belong to another socket.
-      for (size_t i = 2; i < fds.size(); ++i)
-        if (fds[i].revents && clients_.count(fds[i].fd)) read_from(fds[i].fd);
-    }
-  }
-
-  void drop(int fd, const std::string &why) {
-    if (!why.empty()) std::fprintf(stderr, "kiln TCPStore: closing a client connection: %s\n", why.c_str());
-    ::close(fd);
-    clients_.erase(fd);
-    for (size_t i = waiters_.size(); i-- > 0;)
-      if (waiters_[i].fd == fd) waiters_.erase(waiters_.begin() + static_cast<long>(i));
-  }
-
-  void read_from(int fd) {
-    uint8_t chunk[65536];
-    const ssize_t k = ::recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
-    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) return drop(fd, "");
-    if (k < 0) return;
-    auto &in = clients_[fd].in;
-    in.insert(in.end(), chunk, chunk + k);
-    for (;;) {
-      uint8_t op;
-      Fields fields;
-      std::string why;
-      const long long used = decode(in, &op, &fields, &why);
-      if (used < 0) return drop(fd, why);
-      if (used == 0) return;
-      in.erase(in.begin(), in.begin() + static_cast<long>(used));
-      if (!handle(fd, op, fields, &why)) return drop(fd, why);
-    }
-  }
-
-  bool reply(int fd, const Fields &fields) { return send_all(fd, encode(kOk, fields)); }
-
-  bool all_set(const std::vector<std::string> &keys) const {
-    for (const auto &k : keys)
-      if (!data_.count(k)) return false;
-    return true;
-  }
-
-  /// Answers the parked get/wait calls whose keys are all set now.
-  void wake_waiters() {
-    for (size_t i = 0; i < waiters_.size();) {
-      Waiter &w = waiters_[i];
-      if (!all_set(w.keys)) {
-        ++i;
-        continue;
-      }
-      const Waiter done = w;
-      waiters_.erase(waiters_.begin() + static_cast<long>(i));
-      if (!reply(done.fd, done.op == kGet ? Fields{data_[done.keys[0]]} : Fields{})) drop(done.fd, "");
-    }
-  }
-
-  bool handle(int fd, uint8_t op, Fields &f, std::string *why) {
-    auto key_ok = [&](size_t i) {
-      if (i >= f.size()) return *why = "missing field", false;
-      if (f[i].size() > kMaxKeyBytes) return *why = "key of " + std::to_string(f[i].size()) + " bytes", false;
-      return true;
-    };
-    auto nfields = [&](size_t n) {
-      if (f.size() != n) return *why = "op " + std::to_string(op) + " with " + std::to_string(f.size()) + " fields", false;
-      return true;
-    };
-    switch (op) {
-    case kSet:
-      if (!nfields(2) || !key_ok(0)) return false;
-      data_[text_of(f[0])] = std::move(f[1]);
-      wake_waiters();
-      return reply(fd, {});
-    case kGet:
-    case kWait: {
-      if (op == kGet ? !nfields(1) : f.empty()) return *why = "no keys", false;
-      std::vector<std::string> keys;
-      for (size_t i = 0; i < f.size(); ++i) {
-        if (!key_ok(i)) return false;
-        keys.push_back(text_of(f[i]));
-      }
-      if (all_set(keys)) return reply(fd, op == kGet ? Fields{data_[keys[0]]} : Fields{});
-      waiters_.push_back({fd, op, std::move(keys)});
-      return true;
-    }
-    case kAdd: {
-      if (!nfields(2) || !key_ok(0)) return false;
-      char *end = nullptr;
-      const std::string d = text_of(f[1]);
-      const long long delta = std::strtoll(d.c_str(), &end, 10);
-      if (d.empty() || *end) return *why = "add of a non-integer", false;
-      auto &v = data_[text_of(f[0])];
-      const std::string old = text_of(v);
-      const long long sum = (old.empty() ? 0 : std::strtoll(old.c_str(), nullptr, 10)) + delta;
-      v = bytes_of(std::to_string(sum));
-      const Fields out{v};
-      wake_waiters();
-      return reply(fd, out);
-    }
-    case kCompareSet: {
-      if (!nfields(3) || !key_ok(0)) return false;
-      const std::string key = text_of(f[0]);
-      auto it = data_.find(key);
-      if (it == data_.end()) {
-        if (!f[1].empty()) return reply(fd, {f[1]});
-        data_[key] = f[2];
-        wake_waiters();
-        return reply(fd, {f[2]});
-      }
-      if (it->second == f[1]) {
-        it->second = f[2];
-        wake_waiters();
-      }
-      return reply(fd, {data_[key]});
-    }
-    case kCheck: {
-      std::vector<std::string> keys;
-      for (size_t i = 0; i < f.size(); ++i) {
-        if (!key_ok(i)) return false;
-        keys.push_back(text_of(f[i]));
-      }
-      return reply(fd, {bytes_of(all_set(keys) ? "1" : "0")});
-    }
-    case kDelete:
-      if (!nfields(1) || !key_ok(0)) return false;
-      return reply(fd, {bytes_of(data_.erase(text_of(f[0])) ? "1" : "0")});
-    case kNumKeys:
-      if (!nfields(0)) return false;
-      return reply(fd, {bytes_of(std::to_string(data_.size()))});
-    default: return *why = "unknown operation " + std::to_string(op), false;
-    }
-  }
+  void loop();
+  std::vector<pollfd> poll_set() const;
+  void accept_clients();
+  void receive(int fd);
+  void flush(int fd);
+  void serve_buffered(int fd);
+  void drop(int fd, const std::string &why);
+  bool handle(int fd, uint8_t op, Fields &fields, std::string *why);
+  void reply(int fd, Status status, const Fields &fields);
+  void answer_when_set(int fd, uint8_t op, std::vector<std::string> keys);
+  void answer(const Waiter &w);
+  void wake_waiters();
 
   int listen_fd_ = -1, wake_[2] = {-1, -1};
   uint16_t port_ = 0;
-  std::map<int, Client> clients_;
-  std::map<std::string, std::vector<uint8_t>> data_;
+  std::map<int, Connection> connections_;
   std::vector<Waiter> waiters_;
+  KeyValueTable table_;
+  std::vector<uint8_t> chunk_ = std::vector<uint8_t>(kReadChunkBytes);
   std::thread thread_;
 };
 
+TCPStore::Server::Server(uint16_t port) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0)
+    throw DistributedError(Kind::Invalid, "TCPStore: socket() failed: " + errno_text());
+  const int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(listen_fd_, SOMAXCONN) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&a), &len) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0) {
+    const std::string why = errno_text();
+    ::close(listen_fd_);
+    throw DistributedError(Kind::Invalid, "TCPStore: the master cannot listen on port " + std::to_string(port) + ": " +
+                                              why + " (another job on this port? choose another MASTER_PORT)");
+  }
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this] { loop(); });
+}
+
+TCPStore::Server::~Server() {
+  const char stop = 's';
+  (void)!::write(wake_[1], &stop, 1); // the self-pipe: poll() returns, loop() ends
+  thread_.join();
+  for (auto &[fd, c] : connections_)
+    ::close(fd);
+  ::close(listen_fd_);
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+}
+
+void TCPStore::Server::loop() {
+  for (;;) {
+    std::vector<pollfd> fds = poll_set();
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      std::fprintf(stderr, "kiln TCPStore: the server stops: poll failed: %s\n", errno_text().c_str());
+      return;
+    }
+    if (fds[0].revents)
+      return;
+    if (fds[1].revents & POLLIN)
+      accept_clients();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      const int fd = fds[i].fd;
+      if (!fds[i].revents || !connections_.count(fd))
+        continue; // dropped while serving another
+      if (fds[i].revents & POLLOUT)
+        flush(fd);
+      else
+        receive(fd); // POLLIN, POLLHUP, POLLERR: recv() tells which
+    }
+  }
+}
+
+/// The wake pipe, the listening socket, then each connection: writable
+/// while a reply is pending, else readable (a client that does not read
+/// its replies is not read from: its buffers stay one frame each).
+std::vector<pollfd> TCPStore::Server::poll_set() const {
+  std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+  for (const auto &[fd, c] : connections_)
+    fds.push_back({fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+  return fds;
+}
+
+void TCPStore::Server::accept_clients() {
+  for (;;) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr *>(&a), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+      return; // EAGAIN: none left; anything else: the client went away first
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char ip[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    connections_[fd].peer = std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+  }
+}
+
+void TCPStore::Server::receive(int fd) {
+  const ssize_t k = ::recv(fd, chunk_.data(), chunk_.size(), MSG_DONTWAIT);
+  if (k < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  if (k <= 0)
+    return drop(fd, ""); // closed (or reset): a client leaving is not news
+  auto &in = connections_[fd].in;
+  in.insert(in.end(), chunk_.begin(), chunk_.begin() + k);
+  serve_buffered(fd);
+}
+
+void TCPStore::Server::flush(int fd) {
+  Connection &c = connections_[fd];
+  const ssize_t k = ::send(fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (k < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  if (k < 0)
+    return drop(fd, "");
+  c.out_sent += static_cast<size_t>(k);
+  if (c.out_sent < c.out.size())
+    return;
+  std::vector<uint8_t>().swap(c.out); // a 256 MiB reply does not stay allocated
+  c.out_sent = 0;
+  serve_buffered(fd); // requests that arrived behind the one just answered
+}
+
+/// Serves the complete requests at the front of the connection's input, one
+/// at a time: a request waits while the reply before it is being sent.
+void TCPStore::Server::serve_buffered(int fd) {
+  for (;;) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end() || !it->second.out.empty())
+      return;
+    auto &in = it->second.in;
+    frame::Header header;
+    Fields fields;
+    size_t used = 0;
+    std::string why;
+    switch (frame::decode(in.data(), in.size(), request_shape, &header, &fields, &used, &why)) {
+    case frame::Decoded::NeedMore:
+      return;
+    case frame::Decoded::Malformed:
+      return drop(fd, why);
+    case frame::Decoded::Complete:
+      break;
+    }
+    in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(used));
+    if (in.empty() && in.capacity() > kReadChunkBytes)
+      std::vector<uint8_t>().swap(in); // nor a 256 MiB request
+    if (!handle(fd, header.op, fields, &why))
+      return drop(fd, why);
+  }
+}
+
+void TCPStore::Server::drop(int fd, const std::string &why) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end())
+    return;
+  if (!why.empty())
+    std::fprintf(stderr, "kiln TCPStore (port %u): closing the connection from %s: %s\n", port_,
+                 it->second.peer.c_str(), why.c_str());
+  ::close(fd);
+  connections_.erase(it);
+  waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(), [&](const Waiter &w) { return w.fd == fd; }),
+                 waiters_.end());
+}
+
+void TCPStore::Server::reply(int fd, Status status, const Fields &fields) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end())
+    return;
+  const auto bytes = frame::encode(status, fields);
+  it->second.out.insert(it->second.out.end(), bytes.begin(), bytes.end()); // sent when poll() says writable
+}
+
+/// Answers a get/wait now when its keys are set, else parks it.
+void TCPStore::Server::answer_when_set(int fd, uint8_t op, std::vector<std::string> keys) {
+  Waiter w{fd, op, std::move(keys)};
+  if (table_.has_all(w.keys))
+    answer(w);
+  else
+    waiters_.push_back(std::move(w));
+}
+
+void TCPStore::Server::answer(const Waiter &w) {
+  reply(w.fd, kOk, w.op == kGet ? Fields{*table_.find(w.keys[0])} : Fields{});
+}
+
+void TCPStore::Server::wake_waiters() {
+  std::vector<Waiter> ready;
+  for (size_t i = 0; i < waiters_.size();) {
+    if (!table_.has_all(waiters_[i].keys)) {
+      ++i;
+      continue;
+    }
+    ready.push_back(std::move(waiters_[i]));
+    waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  for (const Waiter &w : ready)
+    answer(w);
+}
+
+/// One request. False (with `why`) for a request that breaks the protocol;
+/// the caller then closes the connection.
+bool TCPStore::Server::handle(int fd, uint8_t op, Fields &f, std::string *why) {
+  std::vector<std::string> keys;
+  for (const auto &field : f)
+    keys.push_back(text_of(field)); // the values among them are not used as keys
+  switch (op) {
+  case kSet:
+    table_.set(keys[0], std::move(f[1]));
+    wake_waiters();
+    reply(fd, kOk, {});
+    return true;
+  case kGet:
+  case kWait:
+    answer_when_set(fd, op, std::move(keys));
+    return true;
+  case kAdd:
+    if (f[1].size() != 8)
+      return *why = "add with a delta of " + std::to_string(f[1].size()) + " bytes", false;
+    try {
+      const int64_t sum = table_.add(keys[0], int64_of(f[1], "add"), "TCPStore");
+      wake_waiters();
+      reply(fd, kOk, {int64_bytes(sum)});
+    } catch (const DistributedError &e) {
+      reply(fd, kError, {bytes_of(e.what())});
+    }
+    return true;
+  case kCompareSet: {
+    bool changed;
+    const auto now = table_.compare_set(keys[0], f[1], f[2], &changed);
+    if (changed)
+      wake_waiters();
+    reply(fd, kOk, {now});
+    return true;
+  }
+  case kCheck:
+    reply(fd, kOk, flag_reply(table_.has_all(keys)));
+    return true;
+  case kDelete:
+    reply(fd, kOk, flag_reply(table_.erase(keys[0])));
+    return true;
+  case kNumKeys:
+    reply(fd, kOk, {int64_bytes(table_.user_key_count())});
+    return true;
+  default:
+    return *why = "unknown operation " + std::to_string(op), false; // request_shape lets none through
+  }
+}
+
 // ---- the client ---------------------------------------------------------------
 
-TCPStore::TCPStore(const TCPStoreOptions &options) : options_(options) {
+TCPStore::TCPStore(const TCPStoreOptions &options) : options_(options), port_(options.port) {
   timeout_ = options.timeout;
-  port_ = options.port;
   if (options.is_master) {
-    server_ = std::make_unique<Server>(options.host, options.port);
+    server_ = std::make_unique<Server>(options.port);
     port_ = server_->port();
   } else if (port_ == 0) {
     throw DistributedError(Kind::Invalid, "TCPStore: a client needs the master's port (MASTER_PORT), got 0");
@@ -333,145 +448,172 @@ TCPStore::TCPStore(const TCPStoreOptions &options) : options_(options) {
     std::lock_guard<std::mutex> lock(mu_);
     connect_locked(timeout_);
   }
-  if (options.num_workers > 0) {
-    add("__kiln_store_workers", 1);
-    const auto deadline = Clock::now() + timeout_;
-    for (int64_t n = add("__kiln_store_workers", 0); n < options.num_workers; n = add("__kiln_store_workers", 0)) {
-      if (Clock::now() > deadline)
-        throw DistributedError(Kind::Timeout, "TCPStore " + options.host + ":" + std::to_string(port_) + ": " +
-                                                  std::to_string(n) + " of " + std::to_string(options.num_workers) +
-                                                  " ranks arrived within " + std::to_string(timeout_.count()) +
-                                                  " ms; did every rank start with the same MASTER_ADDR/MASTER_PORT?");
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+  try {
+    add(kWorkersKey, 1);
+    if (options.is_master && options.num_workers > 0)
+      wait_for_workers();
+  } catch (...) {
+    close_locked(); // no destructor runs for a constructor that throws
+    throw;
   }
 }
 
 TCPStore::~TCPStore() {
-  if (fd_ >= 0) ::close(fd_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    close_locked();
+  }
   server_.reset();
+}
+
+void TCPStore::wait_for_workers() {
+  const auto deadline = Clock::now() + timeout_;
+  for (int64_t n = add(kWorkersKey, 0); n < options_.num_workers; n = add(kWorkersKey, 0)) {
+    if (Clock::now() > deadline)
+      throw DistributedError(Kind::Timeout, "TCPStore " + address() + ": " + std::to_string(n) + " of " +
+                                                std::to_string(options_.num_workers) + " ranks connected within " +
+                                                std::to_string(timeout_.count()) +
+                                                " ms; did every rank start, with the same MASTER_ADDR/MASTER_PORT?");
+    std::this_thread::sleep_for(kWorkerPollPause);
+  }
 }
 
 void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  const std::string where = options_.host + ":" + std::to_string(port_);
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   if (::getaddrinfo(options_.host.c_str(), std::to_string(port_).c_str(), &hints, &res) != 0 || !res)
-    throw DistributedError(Kind::Invalid, "TCPStore: cannot resolve the master address " + where + " (MASTER_ADDR)");
-  std::string last = "no attempt";
-  for (;;) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 && !self_connected(fd)) {
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      fd_ = fd;
-      ::freeaddrinfo(res);
-      return;
-    }
-    last = errno_text();
-    if (fd >= 0) ::close(fd);
-    if (Clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    throw DistributedError(Kind::Invalid,
+                           "TCPStore: cannot resolve the master's address " + address() + " (check MASTER_ADDR)");
+  std::string why;
+  do {
+    fd_ = connect_once(*res, std::min(ms_until(deadline), kConnectAttemptMs), &why);
+    if (fd_ >= 0)
+      break;
+    std::this_thread::sleep_for(kConnectRetryPause); // the master may not be up yet
+  } while (Clock::now() < deadline);
   ::freeaddrinfo(res);
-  throw DistributedError(Kind::Timeout, "TCPStore: cannot reach the master at " + where + " within " +
-                                            std::to_string(timeout.count()) + " ms (" + last +
-                                            "); is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?");
+  if (fd_ < 0)
+    throw DistributedError(Kind::Timeout, "TCPStore: cannot reach the master at " + address() + " within " +
+                                              std::to_string(timeout.count()) + " ms (" + why +
+                                              "); is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on "
+                                              "every rank?");
+}
+
+void TCPStore::close_locked() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
 }
 
 TCPStore::Fields TCPStore::call(uint8_t op, const Fields &fields, const std::string &what,
-                                std::chrono::milliseconds timeout) {
-  for (size_t i = 0; i < fields.size(); ++i)
-    if (fields[i].size() > kMaxValueBytes)
-      throw DistributedError(Kind::Invalid, "TCPStore " + what + ": a value of " + std::to_string(fields[i].size()) +
-                                                " bytes (at most " + std::to_string(kMaxValueBytes) + ")");
+                                std::chrono::milliseconds timeout, const std::string &unanswered) {
+  frame::check_fields(request_shape(op), fields, "TCPStore " + what);
+  const auto request = frame::encode(op, fields);
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string where = options_.host + ":" + std::to_string(port_);
-  if (fd_ < 0) connect_locked(timeout_);
-  auto lost = [&](const std::string &why) {
-    ::close(fd_);
-    fd_ = -1;
-    return DistributedError(Kind::PeerLost, "TCPStore " + what + ": the connection to the master at " + where +
-                                                " was lost (" + why + "); rank 0 may have exited, see its output");
-  };
-  if (!send_all(fd_, encode(op, fields))) throw lost(errno_text());
+  if (fd_ < 0)
+    connect_locked(timeout_);
   const auto deadline = Clock::now() + timeout;
-  std::vector<uint8_t> buf;
+  auto fail = [&](Kind kind, const std::string &why) {
+    close_locked(); // a late reply must not be read as the next call's: that call connects again
+    return DistributedError(kind, "TCPStore " + what + " on " + address() + ": " + why);
+  };
+  auto lost = [&](const std::string &why) {
+    return fail(Kind::PeerLost,
+                "the connection to the master was lost (" + why + "); rank 0 may have exited, see its output");
+  };
+  auto timed_out = [&] {
+    return fail(Kind::Timeout, "no answer within " + std::to_string(timeout.count()) + " ms (" + unanswered + ")");
+  };
+  for (size_t sent = 0; sent < request.size();) {
+    pollfd p{fd_, POLLOUT, 0};
+    if (::poll(&p, 1, ms_until(deadline)) == 0)
+      throw timed_out();
+    const ssize_t k = ::send(fd_, request.data() + sent, request.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR))
+      continue;
+    if (k < 0)
+      throw lost(errno_text());
+    sent += static_cast<size_t>(k);
+  }
+  std::vector<uint8_t> buf, chunk(kReadChunkBytes);
   for (;;) {
-    uint8_t status;
+    frame::Header header;
     Fields out;
+    size_t used = 0;
     std::string why;
-    const long long used = decode(buf, &status, &out, &why);
-    if (used < 0) throw lost("a malformed reply: " + why);
-    if (used > 0) {
-      if (status != kOk) throw lost("the master rejected the request");
+    switch (frame::decode(buf.data(), buf.size(), reply_shape, &header, &out, &used, &why)) {
+    case frame::Decoded::Malformed:
+      throw fail(Kind::Protocol, "a malformed reply (" + why + ")");
+    case frame::Decoded::Complete:
+      if (header.op == kError)
+        throw DistributedError(Kind::Invalid, text_of(out.at(0)));
       return out;
+    case frame::Decoded::NeedMore:
+      break;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd p{fd_, POLLIN, 0};
-    const int r = left > 0 ? ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) : 0;
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) {
-      // The master still holds the parked request: a new connection keeps
-      // its late answer from being read as the reply to the next call.
-      ::close(fd_);
-      fd_ = -1;
-      throw DistributedError(Kind::Timeout, "TCPStore " + what + ": no answer from " + where + " within " +
-                                                std::to_string(timeout.count()) + " ms");
-    }
-    uint8_t chunk[65536];
-    const ssize_t k = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) throw lost(k == 0 ? "closed" : errno_text());
-    buf.insert(buf.end(), chunk, chunk + k);
+    const int r = ::poll(&p, 1, ms_until(deadline));
+    if (r == 0)
+      throw timed_out();
+    const ssize_t k = r < 0 ? -1 : ::recv(fd_, chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR))
+      continue;
+    if (k <= 0)
+      throw lost(k == 0 ? "closed by the master" : errno_text());
+    buf.insert(buf.end(), chunk.begin(), chunk.begin() + k);
   }
 }
 
 void TCPStore::set(const std::string &key, const std::vector<uint8_t> &value) {
-  call(kSet, {bytes_of(key), value}, "set('" + key + "')", timeout_);
+  call(kSet, {bytes_of(key), value}, "set('" + key + "')", timeout_, "the master is busy or stuck");
 }
 
 std::vector<uint8_t> TCPStore::get(const std::string &key) {
-  try {
-    return call(kGet, {bytes_of(key)}, "get('" + key + "')", timeout_).at(0);
-  } catch (const DistributedError &e) {
-    if (e.kind() != Kind::Timeout) throw;
-    throw DistributedError(Kind::Timeout, std::string(e.what()) + ": key '" + key + "' was not set");
-  }
+  return call(kGet, {bytes_of(key)}, "get('" + key + "')", timeout_, "no rank set key '" + key + "'").at(0);
 }
 
 int64_t TCPStore::add(const std::string &key, int64_t delta) {
-  return std::stoll(text_of(call(kAdd, {bytes_of(key), bytes_of(std::to_string(delta))}, "add('" + key + "')", timeout_).at(0)));
+  const auto out =
+      call(kAdd, {bytes_of(key), int64_bytes(delta)}, "add('" + key + "')", timeout_, "the master is busy or stuck");
+  return int64_of(out.at(0), "add('" + key + "')");
 }
 
 std::vector<uint8_t> TCPStore::compare_set(const std::string &key, const std::vector<uint8_t> &expected,
                                            const std::vector<uint8_t> &desired) {
-  return call(kCompareSet, {bytes_of(key), expected, desired}, "compare_set('" + key + "')", timeout_).at(0);
+  return call(kCompareSet, {bytes_of(key), expected, desired}, "compare_set('" + key + "')", timeout_,
+              "the master is busy or stuck")
+      .at(0);
 }
 
 void TCPStore::wait(const std::vector<std::string> &keys, std::chrono::milliseconds timeout) {
-  if (keys.empty()) return;
+  if (keys.empty())
+    return;
   Fields f;
-  std::string names;
-  for (const auto &k : keys) {
+  for (const auto &k : keys)
     f.push_back(bytes_of(k));
-    names += (names.empty() ? "'" : ", '") + k + "'";
-  }
-  call(kWait, f, "wait([" + names + "])", timeout);
+  const std::string names = quote_keys(keys);
+  call(kWait, f, "wait([" + names + "])", timeout, "keys among [" + names + "] were not set");
 }
 
 bool TCPStore::check(const std::vector<std::string> &keys) {
+  if (keys.empty())
+    return true;
   Fields f;
-  for (const auto &k : keys) f.push_back(bytes_of(k));
-  return text_of(call(kCheck, f, "check", timeout_).at(0)) == "1";
+  for (const auto &k : keys)
+    f.push_back(bytes_of(k));
+  return call(kCheck, f, "check([" + quote_keys(keys) + "])", timeout_, "the master is busy or stuck").at(0).at(0) == 1;
 }
 
 bool TCPStore::delete_key(const std::string &key) {
-  return text_of(call(kDelete, {bytes_of(key)}, "delete_key('" + key + "')", timeout_).at(0)) == "1";
+  return call(kDelete, {bytes_of(key)}, "delete_key('" + key + "')", timeout_, "the master is busy or stuck")
+             .at(0)
+             .at(0) == 1;
 }
 
-int64_t TCPStore::num_keys() { return std::stoll(text_of(call(kNumKeys, {}, "num_keys", timeout_).at(0))); }
+int64_t TCPStore::num_keys() {
+  return int64_of(call(kNumKeys, {}, "num_keys()", timeout_, "the master is busy or stuck").at(0), "num_keys()");
+}
 
 } // namespace kiln::runtime::distributed

@@ -7,9 +7,17 @@
 // add()ed key reads "3"). Implementations: TCPStore (served by rank 0),
 // FileStore (one file on a shared file system), HashStore (one process),
 // PrefixStore (a namespace in another store).
+//
+// Example (rank 0 serves, every rank, rank 0 included, is a client):
+//   TCPStoreOptions o;
+//   o.host = master_addr; o.port = master_port; o.is_master = rank == 0;
+//   auto store = std::make_shared<TCPStore>(o);
+//   store->set("rank" + std::to_string(rank), address);
+//   std::string peer = store->get_string("rank0"); // blocks until rank 0 set it
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -35,6 +43,17 @@ private:
 /// for clusters; a test or a loopback job wants an answer sooner).
 constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
 
+/// The bounds every store enforces (TCPStore on the wire, FileStore in its
+/// log), so that a length read from a socket or a file is checked before
+/// anything is allocated for it. A call over them throws Invalid.
+constexpr size_t kMaxKeyBytes = 4096;                ///< bytes of one key
+constexpr size_t kMaxValueBytes = size_t{256} << 20; ///< bytes of one value (256 MiB)
+constexpr size_t kMaxKeysPerCall = 65536;            ///< keys of one wait() or check()
+
+/// Keys that start with this are the stores' own (TCPStore's worker count,
+/// FileStore's finished count): num_keys() does not count them.
+constexpr const char *kInternalKeyPrefix = "__kiln_store/";
+
 class Store {
 public:
   virtual ~Store() = default;
@@ -58,7 +77,7 @@ public:
   virtual bool check(const std::vector<std::string> &keys) = 0;
   /// Deletes `key`; true if it existed.
   virtual bool delete_key(const std::string &key) = 0;
-  /// How many keys the store holds.
+  /// How many keys the store holds (not counting kInternalKeyPrefix keys).
   virtual int64_t num_keys() = 0;
 
   std::chrono::milliseconds timeout() const { return timeout_; }
