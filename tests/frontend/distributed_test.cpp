@@ -33,6 +33,19 @@ std::shared_ptr<nn::Module> make_model(int64_t hidden = 16) {
       std::make_shared<nn::Linear>(kIn, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, kOut)});
 }
 
+/// Two heads; forward uses only the first (find_unused_parameters).
+class TwoHeads : public nn::Module {
+public:
+  TwoHeads() {
+    manual_seed(7);
+    used = register_module("used", std::make_shared<nn::Linear>(kIn, kOut));
+    unused = register_module("unused", std::make_shared<nn::Linear>(kIn, kOut));
+  }
+  Tensor forward(const Tensor &x) override { return used->forward(x); }
+  std::string name() const override { return "TwoHeads"; }
+  std::shared_ptr<nn::Linear> used, unused;
+};
+
 /// The global batch of step `s`: x [12, 8], y [12, 4].
 std::pair<Tensor, Tensor> batch(int s) {
   manual_seed(1000 + static_cast<uint64_t>(s));
@@ -58,6 +71,51 @@ double max_rel_diff(nn::Module &a, nn::Module &b) {
 
 /// 20 SGD steps with DDP on this rank's rows vs one process on all rows;
 /// `accumulate`: each step is two no_sync micro-batches plus a synced one.
+/// find_unused_parameters: 10 steps with a head the forward never uses.
+int unused_head(int rank, int world) {
+  auto model = std::make_shared<TwoHeads>();
+  auto reference = std::make_shared<TwoHeads>();
+  dist::DDPOptions o;
+  o.find_unused_parameters = true;
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
+  for (int s = 0; s < 10; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
+    nn::functional::mse_loss(reference->forward(x), y).backward();
+    if (model->unused->weight.grad().defined()) return 3; // no rank used it: left undefined, as torch
+    opt.step();
+    ref_opt.step();
+  }
+  return max_rel_diff(*model, *reference) <= 1e-5 ? 0 : 1;
+}
+
+/// bf16_compress: the all-reduce in bfloat16 (8 bits of mantissa): 5 steps
+/// within 2e-2 of the single process.
+int bf16_hook(int rank, int world) {
+  auto model = make_model(), reference = make_model();
+  dist::DDPOptions o;
+  o.comm_hook = "bf16_compress";
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
+  for (int s = 0; s < 5; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
+    nn::functional::mse_loss(reference->forward(x), y).backward();
+    opt.step();
+    ref_opt.step();
+  }
+  const double d = max_rel_diff(*model, *reference);
+  if (d > 2e-2 || d == 0) return std::fprintf(stderr, "rank %d: bf16 hook differs by %g\n", rank, d), 1;
+  return 0;
+}
+
 /// `compile_options`: DDP wraps kiln::compile(model) with them (the
 /// gradients reach the reducer from the compiled backward's AccumulateGrad).
 int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptions &options,
@@ -108,6 +166,8 @@ int rank_main(const std::string &test_case, int rank, int world) {
     return train_and_compare(rank, world, false, o);
   }
   if (test_case == "no_sync") return train_and_compare(rank, world, true, {});
+  if (test_case == "unused") return unused_head(rank, world);
+  if (test_case == "bf16") return bf16_hook(rank, world);
   if (test_case == "compiled" || test_case == "compiled_remat") {
     CompileOptions o;
     if (test_case == "compiled_remat") o.memory_budget = 0.5;
@@ -241,6 +301,11 @@ TEST(DistributedDataParallel, OneBucketPerParameterWithGradientsAsBucketViews) {
 TEST(DistributedDataParallel, CompiledAndCompiledWithHalfTheMemoryBudgetEqualOneProcess) {
   EXPECT_EQ(run_ranks("compiled", 2), std::vector<int>(2, 0));
   EXPECT_EQ(run_ranks("compiled_remat", 2), std::vector<int>(2, 0));
+}
+
+TEST(DistributedDataParallel, FindUnusedParametersAndTheBf16CompressionHook) {
+  EXPECT_EQ(run_ranks("unused", 2), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("bf16", 2), std::vector<int>(2, 0));
 }
 
 TEST(DistributedDataParallel, NoSyncAccumulationEqualsTheLargeBatch) {
