@@ -5,7 +5,7 @@
 // of the repetitions) and the bus bandwidth 2(n-1)/n * bytes / s (NCCL's
 // busbw convention), and the ratio kiln / raw (goal >= 0.9).
 //
-//   kiln-bench-allreduce [--reps N] > bench/results/allreduce.json
+//   kiln-bench-allreduce [--reps N] [--kiln-first] > bench/results/allreduce.json
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,8 +61,11 @@ template <class Setup> double time_ranks(size_t n, int reps, Setup setup) {
 
 int main(int argc, char **argv) {
   int reps = 30;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(3, std::atoi(argv[i + 1]));
+  bool kiln_first = false; // --kiln-first: time Kiln before raw Gloo at each size (order effects)
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(3, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--kiln-first") == 0) kiln_first = true;
+  }
   const std::vector<size_t> sizes{size_t{1} << 16, size_t{1} << 18, size_t{1} << 20, size_t{1} << 22}; // floats
   // Kiln: one group per rank for the whole run.
   auto kiln_store = std::make_shared<HashStore>();
@@ -94,7 +97,9 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < sizes.size(); ++k) {
     const size_t n = sizes[k];
     const uint32_t raw_tag = 1000; // one call at a time per context: one tag serves
-    const double raw = time_ranks(n, reps, [&](int r) {
+    double raw = 0, kiln_call = 0;
+    auto time_raw = [&] {
+    raw = time_ranks(n, reps, [&](int r) {
       return [&, r](float *p, size_t count) {
         gloo::AllreduceOptions o(contexts[r]);
         o.setOutput(p, count);
@@ -107,15 +112,25 @@ int main(int argc, char **argv) {
         gloo::allreduce(o);
       };
     });
+    };
+    auto time_kiln = [&] {
     // Kiln on buffers it owns, as DDP's buckets are (no copies in the timed call).
     std::vector<std::shared_ptr<Buffer>> bufs(kRanks);
     for (auto &b : bufs) b = Buffer::make(n * sizeof(float));
-    const double kiln_call = time_ranks(n, reps, [&](int r) {
+    kiln_call = time_ranks(n, reps, [&](int r) {
       return [&, r](float *, size_t count) {
         TensorView v{bufs[r], 0, {static_cast<int64_t>(count)}, {1}, kiln::DType::Float32};
         groups[r]->allreduce(v, ReduceOp::Sum)->wait();
       };
     });
+    };
+    if (kiln_first) {
+      time_kiln();
+      time_raw();
+    } else {
+      time_raw();
+      time_kiln();
+    }
     const double bytes = static_cast<double>(n * sizeof(float)), bus = 2.0 * (kRanks - 1) / kRanks * bytes;
     std::printf("    {\"bytes\": %.0f, \"raw_gloo_s\": %.6g, \"kiln_s\": %.6g, \"raw_busbw_GBps\": %.3f, "
                 "\"kiln_busbw_GBps\": %.3f, \"kiln_over_raw_bandwidth\": %.3f}%s\n",
