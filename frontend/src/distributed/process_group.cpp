@@ -82,9 +82,9 @@ void init_process_group(const InitOptions &o) {
   } catch (const std::exception &e) {
     throw Error(std::string("init_process_group: rank ") + std::to_string(rank) + ": " + e.what());
   }
+  // Gloo's transport binds 127.0.0.1 (GlooOptions::hostname): one node only
+  // for now; several nodes need this rank's own address here (issue 15).
   init_process_group(std::move(store), rank, world_size, timeout);
-  // The TCP transport's device address: this rank's own address is the one
-  // that reaches the master; on one node that is loopback.
 }
 
 void destroy_process_group() {
