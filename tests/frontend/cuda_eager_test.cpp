@@ -15,13 +15,10 @@
 
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
+#include "../support/NvrtcKernelCheck.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
 
-namespace kiln::cuda_eager {  // frontend/src/cuda/graph_kernels.cpp
-size_t emitted_kernel_count();
-std::vector<std::array<std::string, 3>> emitted_kernels();
-}
 
 namespace kiln {
 namespace {
@@ -214,24 +211,9 @@ TEST_F(CudaEager, EveryKernelCompilesWithNvrtcWithoutSpills) {
   run_every_family();
   runtime::cuda::NvrtcCompilerOptions options;
   options.cache_dir = "";  // no disk cache: the point is to compile
-  runtime::cuda::NvrtcCompiler nvrtc(options);
   const auto kernels = cuda_eager::emitted_kernels();
   EXPECT_GE(kernels.size(), 30u);
-  for (const auto &[name, source, kind] : kernels) {
-    runtime::cuda::KernelSource src;
-    src.code = source;
-    src.kernel_names = {name};
-    src.file_name = name + ".cu";
-    try {
-      const runtime::cuda::CompiledModule m = nvrtc.compile(src, 90);
-      EXPECT_GT(m.binary.size(), 0u) << name;
-      const runtime::cuda::KernelResources *r = m.kernel(name);
-      ASSERT_NE(r, nullptr) << m.log;
-      EXPECT_EQ(r->spill_store_bytes + r->spill_load_bytes, 0) << name << " (" << kind << ")\n" << m.log;
-    } catch (const std::exception &e) {
-      ADD_FAILURE() << name << " (" << kind << "): " << e.what();
-    }
-  }
+  test::expect_compile_for_sm90_without_spills(kernels, options);
 }
 
 /// The loss of each of `steps` AdamW steps (lr `lr`, gradient norm clipped

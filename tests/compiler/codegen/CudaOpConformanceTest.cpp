@@ -23,10 +23,8 @@
 #include "compile/replay.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
+#include "../../support/NvrtcKernelCheck.h"
 
-namespace kiln::cuda_eager { // frontend/src/cuda/graph_kernels.cpp
-std::vector<std::array<std::string, 3>> emitted_kernels();
-}
 
 namespace kiln {
 namespace {
@@ -97,22 +95,7 @@ void expect_kernels_compile_for_sm90() {
     std::printf("NVRTC check skipped: %s\n", runtime::cuda::nvrtc_unavailable_reason().c_str());
     return;
   }
-  runtime::cuda::NvrtcCompiler nvrtc;
-  for (const auto &[name, source, kind] : cuda_eager::emitted_kernels()) {
-    runtime::cuda::KernelSource src;
-    src.code = source;
-    src.kernel_names = {name};
-    src.file_name = name + ".cu";
-    try {
-      const runtime::cuda::CompiledModule m = nvrtc.compile(src, 90);
-      EXPECT_GT(m.binary.size(), 0u) << name;
-      const runtime::cuda::KernelResources *res = m.kernel(name);
-      ASSERT_NE(res, nullptr) << m.log;
-      EXPECT_EQ(res->spill_store_bytes + res->spill_load_bytes, 0) << name << " (" << kind << ")\n" << m.log;
-    } catch (const std::exception &e) {
-      ADD_FAILURE() << name << " (" << kind << "): " << e.what();
-    }
-  }
+  test::expect_compile_for_sm90_without_spills(cuda_eager::emitted_kernels());
 }
 
 TEST_P(CudaOpConformance, EagerMatchesTheCpu) {
