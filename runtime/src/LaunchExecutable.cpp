@@ -550,17 +550,21 @@ bool LaunchExecutable::Builder::placeConstants(std::string *error) {
   return true;
 }
 
-/// RunHooks order: each output with the launch that writes its memory (the
-/// first slot of its view chain that is not a view; -1 for inputs and
-/// constants), sorted by launch, then output index.
+/// RunHooks order: each output with the last launch of its view chain (the
+/// one writing its memory or a view launch shaping it; -1 for inputs and
+/// constants), sorted by launch, then output index. The output's value is
+/// bound once that launch has run.
 void LaunchExecutable::Builder::orderOutputsByReadiness() {
   LaunchExecutable &exe = *exe_;
   exe.ready_order_.clear();
   for (size_t i = 0; i < exe.outputs_.size(); ++i) {
     int s = exe.outputs_[i];
-    while (exe.plans_[s].storage == SlotStorage::View)
+    int last = exe.plans_[s].def;
+    while (exe.plans_[s].storage == SlotStorage::View) {
       s = exe.plans_[s].base;
-    exe.ready_order_.emplace_back(exe.plans_[s].def, static_cast<int>(i));
+      last = std::max(last, exe.plans_[s].def);
+    }
+    exe.ready_order_.emplace_back(last, static_cast<int>(i));
   }
   std::sort(exe.ready_order_.begin(), exe.ready_order_.end());
 }

@@ -250,10 +250,12 @@ bool LaunchExecutable::runLaunch(const Launch &l, RunState &state, std::string *
 
 /// Calls on_output_ready for every output whose memory launch `launch` (-1:
 /// before the first) wrote; `next` walks ready_order_.
-void LaunchExecutable::reportReady(size_t &next, int launch, const RunHooks *hooks) const {
+void LaunchExecutable::reportReady(size_t &next, int launch, const RunState &state, const RunHooks *hooks) const {
   for (; next < ready_order_.size() && ready_order_[next].first <= launch; ++next)
-    if (hooks && hooks->on_output_ready)
-      hooks->on_output_ready(ready_order_[next].second);
+    if (hooks && hooks->on_output_ready) {
+      const int k = ready_order_[next].second;
+      hooks->on_output_ready(k, state.values[outputs_[k]]);
+    }
 }
 
 std::vector<TensorView> LaunchExecutable::run(const std::vector<TensorView> &inputs, std::string *error,
@@ -320,7 +322,7 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
   Profiler &profiler = Profiler::instance();
   const bool profiling = profiler.enabled();
   size_t next_ready = 0;
-  reportReady(next_ready, -1, hooks);
+  reportReady(next_ready, -1, state, hooks);
   for (size_t i = 0; i < launches_.size(); ++i) {
     const Launch &l = *launches_[i];
     const double start_us = profiling ? profiler.now_us() : 0.0;
@@ -330,7 +332,7 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
                       l.kind == LaunchKind::Conv || l.kind == LaunchKind::MaxPool))
       profiler.record(l.kind == LaunchKind::Kernel ? l.name : kind_name(l.kind), "kernel", start_us,
                       profiler.now_us() - start_us);
-    reportReady(next_ready, static_cast<int>(i), hooks);
+    reportReady(next_ready, static_cast<int>(i), state, hooks);
   }
   stream.synchronize();
 

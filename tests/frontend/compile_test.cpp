@@ -1,5 +1,6 @@
 // kiln::compile against eager execution: same losses, same gradients.
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -242,6 +243,100 @@ TEST(Compile, LayerNormTraces) {
         return std::make_shared<nn::LayerNorm>(Shape{12});
       },
       Shape{5, 12}, 1e-4, 1e-5);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+/// autograd::announce_gradient from the compiled backward (the seam of
+/// DistributedDataParallel's overlap): each parameter's gradient reaches its
+/// AccumulateGrad's early_hooks while the compiled backward still runs
+/// (before any .grad is written), equal to the gradient .grad then gets.
+struct EarlySeen {
+  std::vector<size_t> order;        // parameter indices, in announcement order
+  std::vector<Tensor> grads;        // copies, by parameter
+  std::vector<int> post_calls_then; // post hooks run so far when each announcement came
+  /// The graph holds AccumulateGrad nodes only weakly between backwards.
+  std::vector<std::shared_ptr<autograd::AccumulateGrad>> accumulators;
+};
+
+/// Hooks on every parameter of `model` recording into `seen` (which the hooks
+/// reference: it must outlive the backward).
+void watch(nn::Module &model, int &post_calls, EarlySeen &seen, bool early = true) {
+  auto params = model.parameters();
+  seen.grads.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto acc = autograd::grad_accumulator(params[i]);
+    seen.accumulators.push_back(acc);
+    acc->post_hooks.push_back([&post_calls](const Tensor &) { ++post_calls; });
+    if (early)
+      acc->early_hooks.push_back([&seen, &post_calls, i](const Tensor &g) {
+        seen.order.push_back(i);
+        seen.grads[i] = g.clone();
+        seen.post_calls_then.push_back(post_calls);
+      });
+  }
+}
+
+TEST(CompileAnnounce, EachParameterGradientIsAnnouncedBeforeTheCompiledBackwardReturns) {
+  auto mlp = make_mlp(5);
+  auto compiled = kiln::compile(mlp);
+  manual_seed(9);
+  Tensor x = randn({16, 64});
+  Tensor y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
+  int post_calls = 0;
+  EarlySeen seen;
+  watch(*mlp, post_calls, seen);
+  nn::functional::cross_entropy(compiled->forward(x), y).backward();
+  auto params = mlp->parameters();
+  ASSERT_EQ(seen.order.size(), params.size()) << "every parameter announced once";
+  for (int before : seen.post_calls_then) EXPECT_EQ(before, 0) << "announced before any AccumulateGrad ran";
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(seen.grads[i].defined()) << i;
+    EXPECT_EQ(seen.grads[i].to_vector<float>(), params[i].grad().to_vector<float>()) << "parameter " << i;
+  }
+  EXPECT_EQ(post_calls, static_cast<int>(params.size()));
+}
+
+TEST(CompileAnnounce, NotWhenTheParameterGetsAnotherGradientOrHasALeafHook) {
+  auto mlp = make_mlp(5);
+  auto compiled = kiln::compile(mlp);
+  manual_seed(9);
+  Tensor x = randn({16, 64});
+  Tensor y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
+  auto params = mlp->parameters();
+  int post_calls = 0;
+  EarlySeen seen;
+  watch(*mlp, post_calls, seen);
+  // params[0] also feeds the loss outside the compiled graph: its gradient
+  // is a sum the compiled backward alone cannot announce. params[1] has a
+  // leaf hook that may change it.
+  params[1].register_hook([](const Tensor &g) { return g * 2.0; });
+  (nn::functional::cross_entropy(compiled->forward(x), y) + params[0].sum() * 0.5).backward();
+  std::set<size_t> announced(seen.order.begin(), seen.order.end());
+  EXPECT_FALSE(announced.count(0));
+  EXPECT_FALSE(announced.count(1));
+  EXPECT_EQ(announced.size(), params.size() - 2);
+  EXPECT_EQ(post_calls, static_cast<int>(params.size()));
+}
+
+TEST(CompileAnnounce, EagerBackwardAndGradAnnounceNothing) {
+  auto mlp = make_mlp(5);
+  manual_seed(9);
+  Tensor x = randn({16, 64});
+  Tensor y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
+  int post_calls = 0;
+  EarlySeen seen;
+  watch(*mlp, post_calls, seen);
+  nn::functional::cross_entropy(mlp->forward(x), y).backward();
+  EXPECT_TRUE(seen.order.empty());
+  auto compiled = kiln::compile(mlp);
+  auto params = mlp->parameters();
+  autograd::grad({nn::functional::cross_entropy(compiled->forward(x), y)}, {ones({})}, params);
+  EXPECT_TRUE(seen.order.empty()) << "grad() writes no .grad: nothing to reduce early";
 }
 
 }  // namespace

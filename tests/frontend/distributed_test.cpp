@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "kiln/runtime/Profiler.h"
 
 namespace kiln {
 namespace {
@@ -155,6 +156,111 @@ int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptio
   return 0;
 }
 
+/// Dropout under DDP: each rank seeds its generator per step and rank, and
+/// the single process replays the same seeds shard by shard (the mean of
+/// the shards' losses is the global batch's loss), so both draw the same
+/// masks. `compile_options`: both sides compiled with them.
+int dropout_equal(int rank, int world, const CompileOptions *compile_options) {
+  auto make = [] {
+    manual_seed(7);
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(kIn, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.25),
+        std::make_shared<nn::Linear>(16, kOut)});
+  };
+  auto model = make(), reference = make();
+  std::shared_ptr<nn::Module> wrapped = model, ref_wrapped = reference;
+  if (compile_options) {
+    wrapped = kiln::compile(model, *compile_options);
+    ref_wrapped = kiln::compile(reference, *compile_options);
+  }
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto seed = [](int s, int r) { return static_cast<uint64_t>(5000 + 10 * s + r); };
+  for (int s = 0; s < 20; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    manual_seed(seed(s, rank));
+    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
+    Tensor total;
+    for (int r = 0; r < world; ++r) {
+      manual_seed(seed(s, r));
+      Tensor l = nn::functional::mse_loss(ref_wrapped->forward(rows_of(x, r, world)), rows_of(y, r, world)) *
+                 (1.0 / world);
+      total = total.defined() ? total + l : l;
+    }
+    total.backward();
+    opt.step();
+    ref_opt.step();
+  }
+  const double diff = max_rel_diff(*model, *reference);
+  if (diff > 1e-5) return std::fprintf(stderr, "rank %d: dropout run differs by %g\n", rank, diff), 1;
+  return 0;
+}
+
+/// Overlap in the compiled backward: six 512x512 layers (1 MiB of float32
+/// weight each, so the 1 MiB first bucket holds the last layer's gradients,
+/// which the compiled backward produces first). On steps 4..8 (after the
+/// bucket rebuild) the profiler records the compiled backward's kernels;
+/// the first bucket's all-reduce must start before the backward's last
+/// kernel ends on some step (the comm thread may lose the race on a
+/// loaded machine, not on all five). Prints the fraction of all-reduce
+/// time that ran before that end.
+int compiled_overlap(int rank, int world) {
+  constexpr int64_t kWidth = 512, kRows = 128;
+  manual_seed(11);
+  auto model = std::make_shared<nn::Sequential>();
+  for (int l = 0; l < 6; ++l) {
+    model->push_back(std::make_shared<nn::Linear>(kWidth, kWidth));
+    model->push_back(std::make_shared<nn::ReLU>());
+  }
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(kiln::compile(model));
+  runtime::Profiler &profiler = runtime::Profiler::instance();
+  bool overlapped = false;
+  for (int s = 0; s < 9; ++s) {
+    manual_seed(static_cast<uint64_t>(100 + s));
+    Tensor x = randn({kRows * world, kWidth}), y = randn({kRows * world, kWidth});
+    ddp->zero_grad();
+    if (s >= 4) profiler.start();
+    nn::functional::mse_loss(ddp->forward(x.narrow(0, rank * kRows, kRows).contiguous()),
+                             y.narrow(0, rank * kRows, kRows).contiguous())
+        .backward();
+    if (s < 4) continue;
+    const auto now = std::chrono::steady_clock::now();
+    const double now_us = profiler.now_us();
+    auto us = [&](std::chrono::steady_clock::time_point t) {
+      return now_us - std::chrono::duration<double, std::micro>(now - t).count();
+    };
+    double bwd_start = -1, bwd_end = -1, last_kernel_end = -1;
+    auto events = profiler.events();
+    for (const auto &e : events)
+      if (e.category == "step" && e.name.rfind("backward", 0) == 0) bwd_start = e.start_us, bwd_end = e.start_us + e.duration_us;
+    for (const auto &e : events)
+      if (e.category == "kernel" && e.start_us >= bwd_start && e.start_us <= bwd_end)
+        last_kernel_end = std::max(last_kernel_end, e.start_us + e.duration_us);
+    std::string error;
+    profiler.stop_and_write("/dev/null", &error);
+    if (bwd_start < 0 || last_kernel_end < 0) return std::fprintf(stderr, "rank %d: no compiled backward profiled\n", rank), 2;
+    auto timings = ddp->last_timings();
+    if (timings.size() < 2) return std::fprintf(stderr, "rank %d: %zu buckets, expected several\n", rank, timings.size()), 3;
+    double total = 0, hidden = 0;
+    for (const auto &t : timings) {
+      const double a = us(t.start), b = us(t.end);
+      total += b - a;
+      hidden += std::max(0.0, std::min(b, last_kernel_end) - a);
+    }
+    const double first_start = us(timings[0].start);
+    std::fprintf(stderr,
+                 "rank %d step %d: backward %.0f us, first bucket's all-reduce starts %.0f us before its last kernel "
+                 "ends; %.0f%% of %zu buckets' all-reduce time before that end\n",
+                 rank, s, bwd_end - bwd_start, last_kernel_end - first_start, 100 * hidden / std::max(total, 1e-9),
+                 timings.size());
+    overlapped |= first_start < last_kernel_end;
+  }
+  return overlapped ? 0 : 4;
+}
+
 int rank_main(const std::string &test_case, int rank, int world) {
   using clock = std::chrono::steady_clock;
   dist::init_process_group(); // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the parent
@@ -173,6 +279,13 @@ int rank_main(const std::string &test_case, int rank, int world) {
     if (test_case == "compiled_remat") o.memory_budget = 0.5;
     return train_and_compare(rank, world, false, {}, &o);
   }
+  if (test_case == "dropout") return dropout_equal(rank, world, nullptr);
+  if (test_case == "dropout_compiled_remat") {
+    CompileOptions o;
+    o.memory_budget = 0.5;
+    return dropout_equal(rank, world, &o);
+  }
+  if (test_case == "compiled_overlap") return compiled_overlap(rank, world);
   if (test_case == "collectives") {
     Tensor t = full({3}, double(rank + 1), kFloat32);
     dist::all_reduce(t, dist::ReduceOp::Sum);
@@ -299,8 +412,24 @@ TEST(DistributedDataParallel, OneBucketPerParameterWithGradientsAsBucketViews) {
 }
 
 TEST(DistributedDataParallel, CompiledAndCompiledWithHalfTheMemoryBudgetEqualOneProcess) {
-  EXPECT_EQ(run_ranks("compiled", 2), std::vector<int>(2, 0));
-  EXPECT_EQ(run_ranks("compiled_remat", 2), std::vector<int>(2, 0));
+  for (int world : {2, 3}) {
+    EXPECT_EQ(run_ranks("compiled", world), std::vector<int>(world, 0)) << world << " ranks";
+    EXPECT_EQ(run_ranks("compiled_remat", world), std::vector<int>(world, 0)) << world << " ranks";
+  }
+}
+
+TEST(DistributedDataParallel, DropoutEagerAndCompiledWithHalfTheMemoryBudgetEqualOneProcess) {
+  for (int world : {2, 3}) {
+    EXPECT_EQ(run_ranks("dropout", world), std::vector<int>(world, 0)) << world << " ranks";
+    EXPECT_EQ(run_ranks("dropout_compiled_remat", world), std::vector<int>(world, 0)) << world << " ranks";
+  }
+}
+
+/// The first bucket's all-reduce starts inside the compiled backward (from
+/// the gradients it announces as its launches finish), before the
+/// backward's last kernel ends (profiler timestamps vs Work::start_time).
+TEST(DistributedDataParallel, CompiledBackwardOverlapsTheFirstBucketsAllReduce) {
+  EXPECT_EQ(run_ranks("compiled_overlap", 2, 120s), std::vector<int>(2, 0));
 }
 
 TEST(DistributedDataParallel, FindUnusedParametersAndTheBf16CompressionHook) {

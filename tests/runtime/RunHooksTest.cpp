@@ -1,6 +1,6 @@
-// RunHooks::on_output_ready: once per output, in launch order, right after
-// the launch that writes it (inputs and views of inputs before the first
-// launch), all before run() returns. Launches are counted by the checking
+// RunHooks::on_output_ready: once per output with its value, in launch
+// order, right after the last launch of its view chain (inputs before the
+// first launch), all before run() returns. Launches are counted by the checking
 // backend (tests/support/CheckingBackend.h).
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@ namespace {
 struct Ready {
   int output;
   int64_t launches_done; ///< the checking backend's launch count when it fired
+  TensorView value;      ///< what the hook was given
 };
 
 class RunHooksTest : public ::testing::Test {
@@ -46,17 +47,24 @@ TEST_F(RunHooksTest, OutputReadyFiresOncePerOutputInLaunchOrder) {
 
   std::vector<Ready> ready;
   RunHooks hooks;
-  hooks.on_output_ready = [&](int i) { ready.push_back({i, checking->launches()}); };
+  hooks.on_output_ready = [&](int i, const TensorView &v) { ready.push_back({i, checking->launches(), v}); };
   std::vector<float> values(n, 1.0f);
   auto out = exe->run({makeTensor({n}, values, checking->allocator(0))}, &error, &hooks);
   ASSERT_EQ(out.size(), 7u) << error;
-  // Before the first launch: x (1) and its view (4); after launch 0 (1
-  // done): a's view (3) and a (5); after launch 1: c (2, 6); after 2: d (0).
-  const std::vector<std::pair<int, int64_t>> want = {{1, 0}, {4, 0}, {3, 1}, {5, 1}, {2, 2}, {6, 2}, {0, 3}};
+  // Launches: add_one, times_two, reshape (a view: no kernel), add_two,
+  // transpose. Before the first: x (1); after add_one (1 kernel done): a
+  // (5); after times_two: c (2, 6); after the reshape: av (3); after
+  // add_two: d (0); after the transpose: xv (4). A view is reported when
+  // its view launch has bound it, so the value given is the one returned.
+  const std::vector<std::pair<int, int64_t>> want = {{1, 0}, {5, 1}, {2, 2}, {6, 2}, {3, 2}, {0, 3}, {4, 3}};
   ASSERT_EQ(ready.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_EQ(ready[k].output, want[k].first) << "call " << k;
     EXPECT_EQ(ready[k].launches_done, want[k].second) << "call " << k;
+    const TensorView &returned = out[ready[k].output];
+    EXPECT_EQ(ready[k].value.data(), returned.data()) << "call " << k;
+    EXPECT_EQ(ready[k].value.sizes, returned.sizes) << "call " << k;
+    EXPECT_EQ(ready[k].value.strides, returned.strides) << "call " << k;
   }
   EXPECT_EQ(checking->launches(), 3);
   EXPECT_FLOAT_EQ(at(out[0], {0}), 2.0f + 4.0f); // d = (x + 1) + 2 (x + 1)
@@ -75,7 +83,7 @@ TEST_F(RunHooksTest, DonatingRunAndNoHooksGiveTheSameResults) {
   ASSERT_TRUE(exe) << error;
   std::vector<int> order;
   RunHooks hooks;
-  hooks.on_output_ready = [&](int i) { order.push_back(i); };
+  hooks.on_output_ready = [&](int i, const TensorView &) { order.push_back(i); };
   auto donated = exe->run_donating({makeTensor({n}, std::vector<float>(n, 3.0f), checking->allocator(0))}, &error,
                                    &hooks);
   ASSERT_EQ(donated.size(), 2u) << error;

@@ -101,7 +101,26 @@ struct AccumulateGrad : Node {
   std::vector<GradHook> hooks;
   /// Tensor::register_post_accumulate_grad_hook: called after .grad is updated.
   std::vector<std::function<void(const Tensor &)>> post_hooks;
+  /// Called with the gradient this backward will add to .grad, before this
+  /// node runs, when the node producing it announces it as final
+  /// (announce_gradient) and is the only node feeding this one in the
+  /// backward under way. .grad still holds its old value then; the gradient
+  /// is read-only and may be the producer's memory (copy it to keep it).
+  /// post_hooks still run later as usual. For reducers that start work
+  /// before the producer returns (a compiled backward's gradients all-reduced
+  /// while the rest of it runs: kiln::distributed::DistributedDataParallel).
+  std::vector<std::function<void(const Tensor &grad)>> early_hooks;
 };
+
+/// Called by a Node from inside its apply() during backward: output `edge`
+/// (an index into node.next_edges) has its final value `grad` although
+/// apply() has not returned. When that edge leads to a leaf's
+/// AccumulateGrad with early_hooks, no leaf hook (register_hook) that could
+/// change the gradient, no other edge into it in this backward, and the
+/// backward writes .grad (not grad()'s capture), its early_hooks run now
+/// with `grad`; returns whether they ran. The node must then return the
+/// same gradient for that edge. Anything else: returns false, no effect.
+bool announce_gradient(const Node &node, size_t edge, const Tensor &grad);
 
 /// Whether ops record autograd history (thread-local; default true).
 struct GradMode {

@@ -30,6 +30,17 @@ Tensor accumulate(const Tensor &acc, const Tensor &g) {
   return acc + g;
 }
 
+/// The backward under way on this thread (announce_gradient's view of it):
+/// the gradients each node still waits for, the sums delivered so far, and
+/// the node being applied. Nested backwards (checkpoint's recomputation)
+/// stack.
+struct GraphTask {
+  const std::unordered_map<Node *, int> *dependencies;
+  const std::map<Node *, TensorList> *buffers;
+  const Node *running = nullptr;
+};
+thread_local GraphTask *current_task = nullptr;
+
 /// Runs the graph below `roots`. Gradients reaching leaves go to AccumulateGrad.
 void run_backward(const TensorList &roots, const TensorList &grad_roots, bool retain_graph) {
   // Backward formulas run in the dtypes the forward saved, never re-cast by
@@ -71,6 +82,12 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots, bool re
       if (--dependencies[e.fn.get()] == 0) ready.push(Ready{e.fn});
     }
   };
+  GraphTask task{&dependencies, &buffers};
+  struct Restore {
+    GraphTask *prev;
+    ~Restore() { current_task = prev; }
+  } restore{current_task};
+  current_task = &task;
   deliver(grad_roots, graph_root->next_edges);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top().node;
@@ -91,7 +108,9 @@ void run_backward(const TensorList &roots, const TensorList &grad_roots, bool re
     TensorList outputs;
     {
       trace::Float32Scope scope(node->float32_scope);  // the backward of a float32-policy op
+      task.running = node.get();
       outputs = node->apply(inputs);
+      task.running = nullptr;
     }
     if (!retain_graph) node->release_saved();
     KILN_CHECK(outputs.size() == node->next_edges.size(), "backward: ", node->name(), " returned ",
@@ -192,6 +211,19 @@ TensorList AccumulateGrad::apply(const TensorList &g) {
   t.set_grad(old.defined() ? (old + grad).detach() : grad.detach());
   for (const auto &hook : post_hooks) hook(t);
   return {};
+}
+
+bool announce_gradient(const Node &node, size_t edge, const Tensor &grad) {
+  GraphTask *task = current_task;
+  if (!task || task->running != &node || capture || edge >= node.next_edges.size() || !grad.defined()) return false;
+  auto *acc = dynamic_cast<AccumulateGrad *>(node.next_edges[edge].fn.get());
+  if (!acc || acc->early_hooks.empty() || !acc->hooks.empty() || acc->leaf.expired()) return false;
+  // This node has not delivered yet, so its edge is among those the leaf
+  // still waits for: one left and nothing delivered means it is the only one.
+  auto it = task->dependencies->find(acc);
+  if (it == task->dependencies->end() || it->second != 1 || task->buffers->count(acc)) return false;
+  for (const auto &hook : acc->early_hooks) hook(grad);
+  return true;
 }
 
 bool any_requires_grad(const TensorList &inputs) {

@@ -54,8 +54,19 @@ struct CompiledBackward : autograd::Node {
     runtime::Profiler &profiler = runtime::Profiler::instance();
     const double start_us = profiler.now_us();
     if (donate) saved.clear();
-    auto grads = donate ? artifact->graph.backward->run_donating(args, &error)
-                        : artifact->graph.backward->run(args, &error);
+    // Each gradient is announced as soon as its launch has run, so a reducer
+    // can start on it while the rest of the backward runs (DDP's buckets).
+    // Not when the eager replay may replace the results (needs_eager_backward).
+    bool announce = true;
+    if (eager_backward)
+      for (const Tensor &g : grad_outputs) announce &= g.defined();
+    runtime::RunHooks hooks;
+    if (announce)
+      hooks.on_output_ready = [&](int i, const runtime::TensorView &v) {
+        if (reached(grad_outputs, static_cast<size_t>(i))) autograd::announce_gradient(*this, static_cast<size_t>(i), from_view(v));
+      };
+    auto grads = donate ? artifact->graph.backward->run_donating(args, &error, &hooks)
+                        : artifact->graph.backward->run(args, &error, &hooks);
     profiler.record("backward " + module_name, "step", start_us, profiler.now_us() - start_us);
     compile_detail::check_run(error, "backward");
     TensorList out;

@@ -80,6 +80,8 @@ struct DistributedDataParallel::Reducer {
   std::vector<Bucket> buckets;
   std::vector<size_t> bucket_of, slot_of; // param -> bucket, position in bucket
   std::vector<char> ready, used;
+  std::vector<char> early_marked;        // made ready by the early hook, post hook still to come
+  size_t awaiting_post = 0;              // how many of those
   std::vector<size_t> ready_order;        // the first backward's, for the rebuild
   size_t next_launch = 0;
   bool expecting = false; // a synced backward of a DDP forward is under way
@@ -164,9 +166,20 @@ struct DistributedDataParallel::Reducer {
     for (auto &w : works) wait_or_throw(w, "broadcasting rank 0's state");
   }
 
-  /// Called by each parameter's post-accumulate-grad hook.
-  void mark_ready(size_t i) {
+  /// Called by each parameter's post-accumulate-grad hook (`early` null:
+  /// .grad() is final), or earlier by its early hook with the gradient this
+  /// backward adds (`early`: a compiled backward announcing it from
+  /// on_output_ready while its later launches still run; .grad() is the old
+  /// value then, and the post hook that follows is a no-op).
+  void mark_ready(size_t i, const Tensor *early = nullptr) {
     if (!expecting) return;
+    if (!early && early_marked[i]) {
+      // Its AccumulateGrad has now written .grad: finalize may overwrite it.
+      early_marked[i] = 0;
+      --awaiting_post;
+      if (next_launch == buckets.size() && awaiting_post == 0) finalize();
+      return;
+    }
     KILN_CHECK(!ready[i], "DistributedDataParallel: parameter ", names[i],
                " was marked ready twice in one backward (a second backward through the same forward needs "
                "a new forward)");
@@ -174,10 +187,12 @@ struct DistributedDataParallel::Reducer {
     {
       autograd::NoGradGuard no_grad;
       Tensor g = params[i].grad();
+      if (early) g = g.defined() ? g + early->view(g.sizes()) : *early;
       Tensor slice = bk.flat.narrow(0, bk.offsets[slot_of[i]], params[i].numel());
       if (g.defined()) slice.copy_((g.contiguous() * (1.0 / group->size())).flatten());
       else slice.copy_(zeros({params[i].numel()}, slice.dtype(), slice.device()));
     }
+    if (early) early_marked[i] = 1, ++awaiting_post;
     ready[i] = 1;
     if (backwards == 0) ready_order.push_back(i);
     if (--bk.pending == 0) {
@@ -198,7 +213,9 @@ struct DistributedDataParallel::Reducer {
         bk.work = group->allreduce(comm_view(bk.flat, "DistributedDataParallel"), rd::ReduceOp::Sum);
       }
     }
-    if (next_launch == buckets.size()) finalize();
+    // Finalizing writes the reduced gradients into .grad, so it waits for
+    // the AccumulateGrads of early-marked parameters, which write it too.
+    if (next_launch == buckets.size() && awaiting_post == 0) finalize();
   }
 
   /// The last bucket is launched: wait for all and write the averaged
@@ -247,6 +264,8 @@ struct DistributedDataParallel::Reducer {
     if (!sync) return;
     ready.assign(params.size(), 0);
     used.assign(params.size(), 1);
+    early_marked.assign(params.size(), 0);
+    awaiting_post = 0;
     for (Bucket &bk : buckets) bk.pending = static_cast<int>(bk.params.size());
     next_launch = 0;
     expecting = true;
@@ -344,6 +363,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     r.accumulators.push_back(autograd::grad_accumulator(r.params[i]));
     r.accumulators.back()->post_hooks.push_back([weak, i](const Tensor &) {
       if (auto rr = weak.lock()) rr->mark_ready(i);
+    });
+    // A compiled backward announces each gradient as its launch finishes
+    // (autograd::announce_gradient): its bucket fills, and is all-reduced,
+    // while the rest of that backward runs. The first backward's order of
+    // announcements is the compiled launch order, which the bucket rebuild
+    // then follows.
+    r.accumulators.back()->early_hooks.push_back([weak, i](const Tensor &g) {
+      if (auto rr = weak.lock()) rr->mark_ready(i, &g);
     });
   }
   train(module_->is_training());

@@ -392,7 +392,7 @@ TEST(codegen_CompiledBackward, OutputReadyFiresOncePerGradientInLaunchOrderBefor
   std::vector<Ready> ready;
   bool returned = false;
   runtime::RunHooks hooks;
-  hooks.on_output_ready = [&](int i) {
+  hooks.on_output_ready = [&](int i, const TensorView &) {
     EXPECT_FALSE(returned);
     ready.push_back({i, work()});
   };

@@ -154,7 +154,7 @@ private:
   void runKernel(const Launch &l, RunState &state) const;
   void runExtern(const Launch &l, RunState &state) const;
   void bindView(const Launch &l, RunState &state) const;
-  void reportReady(size_t &next, int launch, const RunHooks *hooks) const;
+  void reportReady(size_t &next, int launch, const RunState &state, const RunHooks *hooks) const;
 
   std::vector<SlotType> types_;
   std::vector<SlotPlan> plans_;
