@@ -118,7 +118,9 @@ struct GlooOptions {
 ///  3. `store_local_address` when not empty: this rank's end of its
 ///     connection to the store's master (TCPStore::local_address()), i.e.
 ///     the address of the interface this node reaches MASTER_ADDR through,
-///     127.0.0.1 when MASTER_ADDR is loopback;
+///     127.0.0.1 when MASTER_ADDR is loopback (also when a name resolves
+///     to a loopback alias on the master's node: set GLOO_SOCKET_IFNAME
+///     there, or give MASTER_ADDR as an address);
 ///  4. otherwise (a FileStore, say) 127.0.0.1: the ranks of one node.
 /// The first overload reads the two variables from the environment; the
 /// second takes their values ("" for unset).
