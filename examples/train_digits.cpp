@@ -3,16 +3,25 @@
 // --device cuda trains on a CUDA device (eagerly: compiled CUDA graphs are
 // not there yet; KILN_CUDA_SIM=1 gives the CUDA-on-CPU simulator).
 //
-//   kiln-train-digits [--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]
+//   kiln-train-digits [--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B]
+//                     [--train-size N] [--data PATH] [--save PATH]
 //
-// --ddp: data parallel across the processes kilnrun starts
-// (`kilnrun --nproc-per-node 2 kiln-train-digits --ddp`): each rank trains
-// on its DistributedSampler shard with --batch-size per rank, gradients are
-// averaged by DistributedDataParallel, rank 0 prints.
+// --ddp: data parallel across the processes kilnrun starts, on one node or
+// several (`kilnrun --nproc-per-node 2 kiln-train-digits --ddp`): each rank
+// trains on its DistributedSampler shard with --batch-size per rank,
+// gradients are averaged by DistributedDataParallel, rank 0 prints. Epoch e
+// (from 0) visits the digits in the order a single process shuffles them
+// in, rank r taking every world-size-th: with an even --train-size, W ranks
+// at batch B step on the same global batches as one process at batch W*B,
+// so they train the same parameters (up to float rounding).
+// --train-size N: train on the first N digits of the training split only.
+// --save PATH: write the trained parameters (the MLP's state_dict) to PATH
+// as a Kiln safetensors checkpoint (kiln::save); rank 0 only under --ddp.
 //
 // One progress line per epoch: epoch, mean loss, train accuracy, lr, gradient
 // norm (mean over the epoch's steps), allocator peak memory, steps/s. Ends with
 // the test accuracy on a held-out split of 360 digits.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,13 +44,16 @@ struct Args {
   uint64_t seed = 0;
   double lr = 2e-3;
   int64_t batch_size = 32;
+  int64_t train_size = 0;  // 0: the whole training split
   std::string data = "data/digits.csv.gz";
+  std::string save;
 };
 
 Args parse(int argc, char **argv) {
   Args a;
   examples::Cli cli("kiln-train-digits",
-                    "[--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] [--data PATH]");
+                    "[--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] "
+                    "[--train-size N] [--data PATH] [--save PATH]");
   cli.flag("--eager", [&] { a.eager = true; });
   cli.flag("--ddp", [&] { a.ddp = true; });
   cli.option("--device", [&](const std::string &v) { a.device = examples::parse_device(v); });
@@ -49,9 +61,12 @@ Args parse(int argc, char **argv) {
   cli.option("--seed", [&](const std::string &v) { a.seed = std::stoull(v); });
   cli.option("--lr", [&](const std::string &v) { a.lr = std::stod(v); });
   cli.option("--batch-size", [&](const std::string &v) { a.batch_size = std::stoll(v); });
+  cli.option("--train-size", [&](const std::string &v) { a.train_size = std::stoll(v); });
   cli.option("--data", [&](const std::string &v) { a.data = v; });
+  cli.option("--save", [&](const std::string &v) { a.save = v; });
   cli.parse(argc, argv);
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) cli.usage("epochs, batch size and lr must be positive");
+  if (a.train_size < 0) cli.usage("the train size must not be negative");
   return a;
 }
 
@@ -59,6 +74,12 @@ double accuracy(nn::Module &model, const data::TensorDataset &ds, Device device)
   NoGradGuard no_grad;
   Tensor pred = model.forward(ds.features.to(device)).argmax(1);
   return eq(pred, ds.labels.to(device)).to(kFloat32).mean().item();
+}
+
+/// The first `n` digits of `ds` (all of them when it has fewer).
+data::TensorDataset first_rows(const data::TensorDataset &ds, int64_t n) {
+  n = std::min(n, ds.size());
+  return data::TensorDataset(ds.features.narrow(0, 0, n), ds.labels.narrow(0, 0, n));
 }
 
 }  // namespace
@@ -69,6 +90,7 @@ int main(int argc, char **argv) {
     manual_seed(args.seed);
     auto all = data::load_digits(args.data);
     auto [train_set, test_set] = data::train_test_split(all, 360, args.seed);
+    if (args.train_size > 0) train_set = first_rows(train_set, args.train_size);
     auto mlp = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
     mlp->to(args.device);
@@ -106,7 +128,7 @@ int main(int argc, char **argv) {
       double loss_sum = 0, norm_sum = 0;
       int64_t correct = 0, seen = 0, steps = 0;
       model->train();
-      if (sampler) sampler->set_epoch(static_cast<uint64_t>(epoch));
+      if (sampler) sampler->set_epoch(static_cast<uint64_t>(epoch - 1));  // the single-process loader's order
       for (auto &[xb, yb] : loader.epoch()) {
         const Tensor x = xb.to(args.device), y = yb.to(args.device);
         opt.zero_grad();
@@ -136,6 +158,10 @@ int main(int argc, char **argv) {
                   compiled->stats().compiles, compiled->stats().num_fusions, compiled->stats().last_compile_seconds,
                   compiled->stats().cache_hits);
     std::printf("test accuracy: %.4f\n", test_acc);
+    if (!args.save.empty() && (!args.ddp || distributed::get_rank() == 0)) {
+      save(args.save, mlp->state_dict());
+      std::printf("saved the parameters to %s\n", args.save.c_str());
+    }
     return 0;
   } catch (const Error &e) {
     std::fprintf(stderr, "kiln-train-digits: error: %s\n", e.what());

@@ -7,7 +7,9 @@
 //   loss.backward();                                    // gradients averaged over the ranks
 //   opt.step();
 //
-// Launch with kilnrun (torchrun's conventions): `kilnrun --nproc-per-node 2 prog`.
+// Launch with kilnrun (torchrun's conventions): `kilnrun --nproc-per-node 2 prog`
+// on one node; on several, one kilnrun per node with --nnodes, --node-rank and
+// --master-addr (an address of node 0 the others reach).
 // The process group is Gloo over TCP; CPU tensors (and the CUDA simulator's,
 // whose memory is host memory) are reduced in place. Every failure (a dead or
 // stuck peer, a desync, a timeout) is a kiln::Error naming the collective and
@@ -51,12 +53,21 @@ struct InitOptions {
 
 /// Creates the default process group: rank 0 serves a TCPStore at
 /// MASTER_ADDR:MASTER_PORT, every rank connects, and the Gloo transport
-/// meets its peers through it. Throws kiln::Error when a variable is missing
-/// or malformed ("RANK is not set: launch with kilnrun"), when the group is
-/// already initialized, or when the peers do not all arrive in time.
+/// meets its peers through it. Each rank's Gloo transport binds the address
+/// of the interface its node reaches MASTER_ADDR through (127.0.0.1 when
+/// MASTER_ADDR is loopback); GLOO_SOCKET_IFNAME=IFACE or
+/// KILN_GLOO_HOSTNAME=ADDR choose another (runtime::distributed::
+/// choose_gloo_hostname). Throws kiln::Error when a variable is missing
+/// or malformed ("RANK is not set: launch with kilnrun"), when
+/// GLOO_SOCKET_IFNAME/KILN_GLOO_HOSTNAME name no interface/address of this
+/// node, when MASTER_ADDR is unreachable, when the group is already
+/// initialized, or when the peers do not all arrive in time.
 void init_process_group(const InitOptions &options = {});
 /// The same on a store the caller made (a HashStore for ranks that are
-/// threads, a FileStore on a shared file system).
+/// threads, a FileStore on a shared file system). With a TCPStore the
+/// transport binds that store's local_address(); with another store,
+/// 127.0.0.1 unless GLOO_SOCKET_IFNAME/KILN_GLOO_HOSTNAME says otherwise
+/// (set one on every node of a multi-node job).
 void init_process_group(std::shared_ptr<runtime::distributed::Store> store, int rank, int world_size,
                         std::chrono::milliseconds timeout = std::chrono::seconds(300));
 /// Destroys the default group (its sockets and thread). No-op when none.

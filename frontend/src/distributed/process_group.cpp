@@ -32,6 +32,12 @@ int env_int(const char *name, int given, int fallback, bool required) {
              "' is not a non-negative integer");
   return static_cast<int>(x);
 }
+/// This rank's end of its connection to a TCPStore's master ("" for the
+/// other stores): the address the other nodes reach this one at.
+std::string store_local_address(rd::Store &store) {
+  auto *tcp = dynamic_cast<rd::TCPStore *>(&store);
+  return tcp ? tcp->local_address() : "";
+}
 } // namespace
 
 std::shared_ptr<rd::ProcessGroup> default_group(const char *op) {
@@ -49,6 +55,11 @@ void init_process_group(std::shared_ptr<rd::Store> store, int rank, int world_si
   rd::GlooOptions options;
   options.timeout = timeout;
   std::shared_ptr<rd::ProcessGroup> group;
+  try {
+    options.hostname = rd::choose_gloo_hostname(store_local_address(*store));
+  } catch (const std::exception &e) {
+    throw Error("init_process_group: rank " + std::to_string(rank) + ": " + e.what());
+  }
   try {
     store->set_timeout(timeout);
     group = rd::make_gloo_process_group(std::move(store), rank, world_size, options);
@@ -82,8 +93,6 @@ void init_process_group(const InitOptions &o) {
   } catch (const std::exception &e) {
     throw Error(std::string("init_process_group: rank ") + std::to_string(rank) + ": " + e.what());
   }
-  // Gloo's transport binds 127.0.0.1 (GlooOptions::hostname): one node only
-  // for now; several nodes need this rank's own address here (issue 15).
   init_process_group(std::move(store), rank, world_size, timeout);
 }
 

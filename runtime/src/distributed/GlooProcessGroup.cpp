@@ -206,7 +206,9 @@ public:
     } catch (const std::exception &e) {
       throw DistributedError(Kind::PeerLost, "init_process_group (gloo): rank " + std::to_string(rank) + " of " +
                                                  std::to_string(size) + " could not connect to its peers on " +
-                                                 options.hostname + ": " + e.what());
+                                                 options.hostname + ": " + e.what() +
+                                                 " (the other nodes must reach this address: set GLOO_SOCKET_IFNAME "
+                                                 "to the interface they reach, or KILN_GLOO_HOSTNAME to its address)");
     }
     thread_ = std::thread([this] { loop(); });
   }

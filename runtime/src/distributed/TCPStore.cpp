@@ -127,13 +127,25 @@ bool self_connected(int fd) {
   return a == b && std::memcmp(&self, &peer, a) == 0;
 }
 
+/// The IPv4 address of a connected socket's own end ("" if unknown).
+std::string local_address_of(int fd) {
+  sockaddr_in self{};
+  socklen_t len = sizeof self;
+  char ip[INET_ADDRSTRLEN] = "";
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&self), &len) != 0 || self.sin_family != AF_INET ||
+      !::inet_ntop(AF_INET, &self.sin_addr, ip, sizeof ip))
+    return "";
+  return ip;
+}
+
 /// One non-blocking connect() to `addr`, up to `wait_ms`; the socket
-/// (non-blocking, TCP_NODELAY) or -1 with `*why`.
-int connect_once(const addrinfo &addr, int wait_ms, std::string *why) {
+/// (non-blocking, TCP_NODELAY) or -1 with `*why` and `*error` (errno).
+int connect_once(const addrinfo &addr, int wait_ms, std::string *why, int *error) {
   const int fd = ::socket(addr.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
-    return *why = errno_text(), -1;
-  int err = 0;
+    return *error = errno, *why = errno_text(), -1;
+  int &err = *error; // what the caller reads
+  err = 0;
   if (::connect(fd, addr.ai_addr, addr.ai_addrlen) != 0) {
     err = errno;
     if (err == EINPROGRESS) {
@@ -487,18 +499,30 @@ void TCPStore::connect_locked(std::chrono::milliseconds timeout) {
     throw DistributedError(Kind::Invalid,
                            "TCPStore: cannot resolve the master's address " + address() + " (check MASTER_ADDR)");
   std::string why;
+  int err = 0;
   do {
-    fd_ = connect_once(*res, std::min(ms_until(deadline), kConnectAttemptMs), &why);
-    if (fd_ >= 0)
+    fd_ = connect_once(*res, std::min(ms_until(deadline), kConnectAttemptMs), &why, &err);
+    if (fd_ >= 0 || err == ENETUNREACH)
       break;
     std::this_thread::sleep_for(kConnectRetryPause); // the master may not be up yet
   } while (Clock::now() < deadline);
   ::freeaddrinfo(res);
+  if (fd_ < 0 && err == ENETUNREACH) // no route: waiting does not help
+    throw DistributedError(Kind::Invalid, "TCPStore: the master's address " + address() +
+                                              " is unreachable from this node (" + why +
+                                              "); check MASTER_ADDR and this node's network (ip route)");
+  if (fd_ >= 0)
+    local_address_ = local_address_of(fd_);
   if (fd_ < 0)
     throw DistributedError(Kind::Timeout, "TCPStore: cannot reach the master at " + address() + " within " +
                                               std::to_string(timeout.count()) + " ms (" + why +
                                               "); is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on "
                                               "every rank?");
+}
+
+std::string TCPStore::local_address() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return local_address_;
 }
 
 void TCPStore::close_locked() {

@@ -2,7 +2,9 @@
 // ranks as threads of this process meeting through a HashStore, over
 // loopback TCP: every collective against its closed form in every dtype,
 // call order and tags, the fingerprint check, and failures (a peer that
-// leaves, a peer that never calls) as DistributedError within the timeout.
+// leaves, a peer that never calls) as DistributedError within the timeout;
+// choose_gloo_hostname's rules and errors (across nodes:
+// two_nodes_test.sh).
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -229,6 +231,35 @@ TEST(GlooProcessGroup, APeerThatLeavesOrNeverCallsFailsTheOthersWithinTheTimeout
     EXPECT_NE(error.find("allreduce #0 (float32, 65536 elements) on rank 0 of 2"), std::string::npos) << error;
     if (!leaves) EXPECT_EQ(kind, DistributedError::Kind::Timeout) << error;
   }
+}
+
+// ---- choose_gloo_hostname ------------------------------------------------------
+
+TEST(ChooseGlooHostname, TheStoreConnectionsAddressUnlessAVariableSaysOtherwise) {
+  EXPECT_EQ(choose_gloo_hostname("10.1.2.3", "", ""), "10.1.2.3");
+  EXPECT_EQ(choose_gloo_hostname("", "", ""), "127.0.0.1"); // no TCPStore: one node
+  EXPECT_EQ(choose_gloo_hostname("10.1.2.3", "lo", ""), "127.0.0.1");
+  EXPECT_EQ(choose_gloo_hostname("10.1.2.3", "", "127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(choose_gloo_hostname("10.1.2.3", "", "localhost"), "127.0.0.1");
+}
+
+TEST(ChooseGlooHostname, BadValuesAreInvalidNamingTheVariableAndTheFix) {
+  auto expect_invalid = [](const std::string &ifname, const std::string &hostname,
+                           const std::vector<std::string> &words) {
+    try {
+      choose_gloo_hostname("10.1.2.3", ifname, hostname);
+      ADD_FAILURE() << "no error for GLOO_SOCKET_IFNAME='" << ifname << "' KILN_GLOO_HOSTNAME='" << hostname << "'";
+    } catch (const DistributedError &e) {
+      EXPECT_EQ(e.kind(), DistributedError::Kind::Invalid) << e.what();
+      for (const auto &w : words)
+        EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << w << " in: " << e.what();
+    }
+  };
+  expect_invalid("kiln-no-if0", "", {"GLOO_SOCKET_IFNAME='kiln-no-if0'", "lo 127.0.0.1", "unset it"});
+  expect_invalid("lo,eth0", "", {"GLOO_SOCKET_IFNAME='lo,eth0'", "name one"});
+  expect_invalid("", "203.0.113.9",
+                 {"KILN_GLOO_HOSTNAME='203.0.113.9'", "not an address of this node", "lo 127.0.0.1"});
+  expect_invalid("lo", "127.0.0.1", {"GLOO_SOCKET_IFNAME='lo'", "KILN_GLOO_HOSTNAME='127.0.0.1'", "only one"});
 }
 
 } // namespace

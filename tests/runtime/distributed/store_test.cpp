@@ -157,6 +157,13 @@ TEST(TCPStore, OperationsBetweenTheMasterAndAClient) {
   check_operations(*m, *c);
 }
 
+TEST(TCPStore, LocalAddressIsThisEndOfTheConnectionToTheMaster) {
+  auto m = master();
+  auto c = client(m->port());
+  EXPECT_EQ(m->local_address(), "127.0.0.1"); // the master reaches itself over loopback
+  EXPECT_EQ(c->local_address(), "127.0.0.1");
+}
+
 TEST(TCPStore, GetBlocksUntilAnotherThreadSets) {
   auto m = master();
   auto c = client(m->port());

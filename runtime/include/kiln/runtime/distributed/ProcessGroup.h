@@ -93,6 +93,8 @@ private:
 struct GlooOptions {
   /// The address this rank's TCP transport binds and tells its peers
   /// (Gloo's default resolves gethostname(), which need not be reachable).
+  /// init_process_group sets it with choose_gloo_hostname(); 127.0.0.1
+  /// serves the ranks of one node only.
   std::string hostname = "127.0.0.1";
   std::chrono::milliseconds timeout = kDefaultTimeout;
   /// Before each collective, the ranks compare its fingerprint (op, sizes,
@@ -107,6 +109,31 @@ struct GlooOptions {
 /// transport failure (a peer died or timed out) the group is broken: that
 /// collective and every later one throw DistributedError naming the cause.
 /// Throws DistributedError when the ranks cannot connect within the timeout.
+/// The address a rank's Gloo transport binds (GlooOptions::hostname), chosen
+/// as c10d's ProcessGroupGloo does, first match:
+///  1. GLOO_SOCKET_IFNAME=IFACE (PyTorch's variable; one interface name):
+///     that interface's IPv4 address;
+///  2. KILN_GLOO_HOSTNAME=ADDR (an IPv4 address or a name resolving to one):
+///     ADDR, which must be an address of this node;
+///  3. `store_local_address` when not empty: this rank's end of its
+///     connection to the store's master (TCPStore::local_address()), i.e.
+///     the address of the interface this node reaches MASTER_ADDR through,
+///     127.0.0.1 when MASTER_ADDR is loopback (also when a name resolves
+///     to a loopback alias on the master's node: set GLOO_SOCKET_IFNAME
+///     there, or give MASTER_ADDR as an address);
+///  4. otherwise (a FileStore, say) 127.0.0.1: the ranks of one node.
+/// The first overload reads the two variables from the environment; the
+/// second takes their values ("" for unset).
+/// Example: MASTER_ADDR=10.1.0.1 on a node whose eth0 is 10.1.0.2/24 gives
+/// "10.1.0.2"; GLOO_SOCKET_IFNAME=lo gives "127.0.0.1".
+/// Throws DistributedError Invalid naming the variable and its value when
+/// both are set, when GLOO_SOCKET_IFNAME is not an interface with an IPv4
+/// address (or names several), or when KILN_GLOO_HOSTNAME does not resolve
+/// or is not this node's (the message lists this node's interfaces).
+std::string choose_gloo_hostname(const std::string &store_local_address);
+std::string choose_gloo_hostname(const std::string &store_local_address, const std::string &socket_ifname,
+                                 const std::string &kiln_hostname);
+
 std::unique_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                       const GlooOptions &options = {});
 

@@ -46,7 +46,8 @@ struct TCPStoreOptions {
 ///
 /// Throws DistributedError: Invalid when the master cannot listen (the port
 /// is taken), when a key or value is over its bound, or when add() meets a
-/// value that is not an integer; Timeout when the master is not reachable
+/// value that is not an integer, or when this node has no route to the
+/// master's address (ENETUNREACH: waiting would not help); Timeout when the master is not reachable
 /// within the timeout (naming host:port and what to check: MASTER_ADDR,
 /// MASTER_PORT, is rank 0 running) or a call is not answered in time
 /// (naming the operation and its keys); PeerLost when the connection to the
@@ -64,6 +65,12 @@ public:
   ~TCPStore() override;
   /// The port the master listens on (the bound one when options.port was 0).
   uint16_t port() const { return port_; }
+  /// This store's end of its connection to the master (getsockname): the
+  /// IPv4 address of the interface this node reaches the master through,
+  /// "127.0.0.1" when the master's address is loopback. The address
+  /// other nodes reach this one at (choose_gloo_hostname uses it, as c10d's
+  /// ProcessGroupGloo does).
+  std::string local_address();
 
   void set(const std::string &key, const std::vector<uint8_t> &value) override;
   std::vector<uint8_t> get(const std::string &key) override;
@@ -95,6 +102,7 @@ private:
   std::unique_ptr<Server> server_;
   std::mutex mu_;
   int fd_ = -1;
+  std::string local_address_; ///< of the last connection (getsockname)
 };
 
 } // namespace kiln::runtime::distributed
