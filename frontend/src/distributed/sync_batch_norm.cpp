@@ -32,7 +32,8 @@ DType compute_type(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 
 /// The dims the statistics run over: all but the channel dim 1.
 Shape reduce_dims(int64_t rank) {
   Shape dims{0};
-  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  for (int64_t d = 2; d < rank; ++d)
+    dims.push_back(d);
   return dims;
 }
 
@@ -45,9 +46,9 @@ Shape channel_shape(int64_t rank, int64_t channels) {
 
 /// The global batch's per-channel statistics (compute dtype, x's device).
 struct GlobalStats {
-  Tensor mean;     ///< [C]
-  Tensor var;      ///< [C], biased (divided by count)
-  int64_t count;   ///< values per channel over all ranks
+  Tensor mean;   ///< [C]
+  Tensor var;    ///< [C], biased (divided by count)
+  int64_t count; ///< values per channel over all ranks
 };
 
 /// This rank's statistics packed for all_gather: float64 cpu [2C + 1] =
@@ -56,7 +57,8 @@ struct GlobalStats {
 Tensor pack_local_stats(const Tensor &xc, int64_t channels) {
   Tensor packed = zeros({2 * channels + 1}, kFloat64);
   const int64_t count = xc.numel() / channels;
-  if (count == 0) return packed;
+  if (count == 0)
+    return packed;
   const Shape dims = reduce_dims(xc.dim());
   Tensor mean_c = mean(xc, dims, /*keepdim=*/true);
   Tensor centered = xc - mean_c;
@@ -72,13 +74,15 @@ Tensor pack_local_stats(const Tensor &xc, int64_t channels) {
 /// N = sum n_r, mean = sum n_r m_r / N, var = sum n_r (v_r + (m_r - mean)^2) / N.
 GlobalStats merge_stats(const std::vector<Tensor> &gathered, int64_t channels, DType dtype, Device device) {
   int64_t total = 0;
-  for (const Tensor &g : gathered) total += static_cast<int64_t>(g.data_ptr<double>()[0]);
+  for (const Tensor &g : gathered)
+    total += static_cast<int64_t>(g.data_ptr<double>()[0]);
   Tensor mean_t = zeros({channels}, kFloat64), var_t = zeros({channels}, kFloat64);
   if (total > 0) {
     double *mean = mean_t.data_ptr<double>(), *var = var_t.data_ptr<double>();
     for (const Tensor &g : gathered) {
       const double *p = g.data_ptr<double>();
-      for (int64_t c = 0; c < channels; ++c) mean[c] += p[0] * p[1 + c] / static_cast<double>(total);
+      for (int64_t c = 0; c < channels; ++c)
+        mean[c] += p[0] * p[1 + c] / static_cast<double>(total);
     }
     for (const Tensor &g : gathered) {
       const double *p = g.data_ptr<double>();
@@ -137,8 +141,8 @@ void all_reduce_sum(Tensor &t) {
 
 /// What the backward needs besides the saved input and weight.
 struct BackwardState {
-  Tensor mean, invstd;  ///< [C], compute dtype
-  int64_t count;        ///< N, values per channel over all ranks
+  Tensor mean, invstd; ///< [C], compute dtype
+  int64_t count;       ///< N, values per channel over all ranks
   bool needs_input, needs_weight, needs_bias;
 };
 
@@ -156,8 +160,10 @@ autograd::TensorList sync_batch_norm_backward(const Tensor &dy, const Tensor &x,
   const Tensor dyc = dy.to(compute);
   const Tensor sum_dy = sum(dyc, dims), sum_dy_xmu = sum(dyc * xmu, dims);
   Tensor dx, dweight, dbias;
-  if (st.needs_weight) dweight = (sum_dy_xmu * st.invstd).to(weight.dtype());
-  if (st.needs_bias) dbias = sum_dy.to(weight.defined() ? weight.dtype() : compute);
+  if (st.needs_weight)
+    dweight = (sum_dy_xmu * st.invstd).to(weight.dtype());
+  if (st.needs_bias)
+    dbias = sum_dy.to(weight.defined() ? weight.dtype() : compute);
   if (st.needs_input) {
     Tensor sums = cat({sum_dy, sum_dy_xmu}).to(kCPU, kFloat64).contiguous();
     all_reduce_sum(sums);
@@ -166,7 +172,8 @@ autograd::TensorList sync_batch_norm_backward(const Tensor &dy, const Tensor &x,
     const Tensor mean_dy_xmu = (sums.narrow(0, channels, channels) * inv_n).to(x.device(), compute).reshape(bshape);
     const Tensor invstd = st.invstd.reshape(bshape);
     Tensor scale = invstd;
-    if (weight.defined()) scale = scale * weight.to(compute).reshape(bshape);
+    if (weight.defined())
+      scale = scale * weight.to(compute).reshape(bshape);
     dx = ((dyc - mean_dy - xmu * (invstd * invstd) * mean_dy_xmu) * scale).to(x.dtype());
   }
   return {dx, dweight, dbias};
@@ -195,11 +202,14 @@ Tensor sync_batch_norm(const Tensor &x, const Tensor &running_mean, const Tensor
     st.invstd = rsqrt(stats.var + eps);
     st.count = stats.count;
     y = (xc - st.mean.reshape(bshape)) * st.invstd.reshape(bshape);
-    if (weight.defined()) y = y * weight.to(y.dtype()).reshape(bshape);
-    if (bias.defined()) y = y + bias.to(y.dtype()).reshape(bshape);
+    if (weight.defined())
+      y = y * weight.to(y.dtype()).reshape(bshape);
+    if (bias.defined())
+      y = y + bias.to(y.dtype()).reshape(bshape);
     y = y.to(x.dtype());
   }
-  if (!autograd::any_requires_grad({x, weight, bias})) return y;
+  if (!autograd::any_requires_grad({x, weight, bias}))
+    return y;
   st.needs_input = x.requires_grad();
   st.needs_weight = weight.defined() && weight.requires_grad();
   st.needs_bias = bias.defined() && bias.requires_grad();
@@ -226,9 +236,11 @@ Tensor SyncBatchNorm::forward(const Tensor &input) {
              "bfloat16), got ", dtype_name(input.dtype()), " input ", shape_str(input.sizes()));
   // batchnorm.py: synchronize only in training (not for the batch statistics
   // of eval without running stats), and only with more than one rank.
-  if (!is_training()) return BatchNormBase::forward(input);
+  if (!is_training())
+    return BatchNormBase::forward(input);
   const int world = distributed::default_group(kOp)->size();
-  if (world == 1) return BatchNormBase::forward(input);
+  if (world == 1)
+    return BatchNormBase::forward(input);
   const bool track = options.track_running_stats();
   double momentum = 0.0;
   if (track) {
@@ -260,7 +272,8 @@ std::shared_ptr<Module> SyncBatchNorm::convert_sync_batchnorm(std::shared_ptr<Mo
   }
   for (auto &[name, child] : module->named_children()) {
     auto converted = convert_sync_batchnorm(child);
-    if (converted != child) module->replace_module(name, converted);
+    if (converted != child)
+      module->replace_module(name, converted);
   }
   return module;
 }
