@@ -10,6 +10,8 @@
 // Launch with kilnrun (torchrun's conventions): `kilnrun --nproc-per-node 2 prog`
 // on one node; on several, one kilnrun per node with --nnodes, --node-rank and
 // --master-addr (an address of node 0 the others reach).
+// Batch norm over the global batch: nn::SyncBatchNorm (kiln/nn.h), e.g.
+// `model = nn::SyncBatchNorm::convert_sync_batchnorm(model);` before DDP.
 // The process group is Gloo over TCP; CPU tensors (and the CUDA simulator's,
 // whose memory is host memory) are reduced in place. Every failure (a dead or
 // stuck peer, a desync, a timeout) is a kiln::Error naming the collective and

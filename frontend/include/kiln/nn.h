@@ -5,7 +5,8 @@
 // members of it (reference; the parent must outlive the registration).
 // Layers: Linear, Conv2d, BatchNorm1d/2d, LayerNorm, Dropout, Embedding,
 // MultiheadAttention, ReLU, GELU, SiLU (frontend/src/nn/layers.cpp, Linear and
-// ReLU in module.cpp); containers: Sequential, ModuleList, ModuleDict,
+// ReLU in module.cpp); SyncBatchNorm (frontend/src/distributed/
+// sync_batch_norm.cpp: it talks to the default process group); containers: Sequential, ModuleList, ModuleDict,
 // ParameterList (containers.cpp). Parameter and buffer names equal PyTorch's
 // state_dict keys. Initialisers: kiln/init.h.
 #pragma once
@@ -23,6 +24,8 @@
 #include "kiln/tensor.h"
 
 namespace kiln::nn {
+
+class SyncBatchNorm;
 
 class Module {
 public:
@@ -111,6 +114,7 @@ protected:
   void replace_module(const std::string &name, std::shared_ptr<Module> m);
 
 private:
+  friend class SyncBatchNorm; // convert_sync_batchnorm replaces children (replace_module)
   void add_child(const std::string &name, std::shared_ptr<Module> m);
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
@@ -275,6 +279,64 @@ public:
   explicit BatchNorm2d(const BatchNormOptions &options) : BatchNormBase(options, "BatchNorm2d") {}
   explicit BatchNorm2d(int64_t num_features) : BatchNorm2d(BatchNormOptions(num_features)) {}
   std::string name() const override { return "BatchNorm2d"; }
+
+protected:
+  void check_input_dim(const Tensor &input) const override;
+};
+
+/// Batch normalization whose training statistics are those of the GLOBAL
+/// batch: the union of every rank's input in the default process group
+/// (torch.nn.SyncBatchNorm, also on the cpu, where PyTorch has none).
+/// Input [N, C, *] (any rank >= 2; N may differ across ranks and be 0 on
+/// some) -> the same shape and dtype; float32 and float64 (float16 and
+/// bfloat16 are normalized in float32, as batch_norm). Options, parameters,
+/// buffers and state dict keys are BatchNorm's (BatchNormOptions).
+///
+/// Training with a group of two or more ranks (after torch/nn/modules/
+/// _functions.py, SyncBatchNorm.forward/backward):
+///   forward: each rank's per-channel count n_r, mean m_r and biased
+///   variance v_r are all-gathered and merged (Chan, Golub & LeVeque 1979,
+///   as batch_norm_gather_stats_with_counts): N = sum n_r, mean = sum n_r m_r
+///   / N, var = sum n_r (v_r + (m_r - mean)^2) / N; y = (x - mean) /
+///   sqrt(var + eps) * weight + bias; running_mean/running_var move towards
+///   mean and var * N / (N - 1) (unbiased) with BatchNorm's momentum rule.
+///   backward: sum(dy) and sum(dy * (x - mean)) per channel are
+///   all-reduced, then dx = (dy - sum_dy / N - (x - mean) * sum_dy_xmu /
+///   (N (var + eps))) * weight / sqrt(var + eps), so every rank's input
+///   gradient is that of BatchNorm on the global batch with the ranks' losses
+///   summed. dweight and dbias stay per rank (DistributedDataParallel
+///   averages them, as in PyTorch).
+/// Every rank must call forward (and backward) the same number of times in
+/// the same order: they are collectives (so every rank's output needs a
+/// gradient in a backward that reaches it). With a group of one rank, in eval
+/// mode, or with batch statistics in eval (track_running_stats false) it is
+/// BatchNorm, without communication.
+///
+/// Throws kiln::Error naming SyncBatchNorm for an input that is undefined,
+/// of rank < 2, with a channel count other than num_features, or not
+/// floating point; when training fewer than 2 values per channel over all
+/// ranks; and in training when no process group is initialized (call
+/// kiln::distributed::init_process_group() first, as PyTorch 1.x fails there;
+/// PyTorch 2 falls back to BatchNorm); a failed collective is a kiln::Error
+/// naming it.
+class SyncBatchNorm : public BatchNormBase {
+public:
+  explicit SyncBatchNorm(const BatchNormOptions &options) : BatchNormBase(options, "SyncBatchNorm") {}
+  explicit SyncBatchNorm(int64_t num_features) : SyncBatchNorm(BatchNormOptions(num_features)) {}
+  Tensor forward(const Tensor &input) override;
+  std::string name() const override { return "SyncBatchNorm"; }
+
+  /// torch.nn.SyncBatchNorm.convert_sync_batchnorm: `module` with every
+  /// BatchNorm1d/BatchNorm2d in it (itself included) replaced by a
+  /// SyncBatchNorm with the same options, training mode and requires_grad
+  /// flags, and copies of its parameters' and buffers' values (dtype and
+  /// device kept). Children are replaced where they are registered
+  /// (Sequential, ModuleList, ModuleDict, any register_module): a module
+  /// that calls a batch norm through a member of its own keeps calling
+  /// that member. The parameters are new tensors: convert before making the
+  /// optimizer and DistributedDataParallel. Returns `module` itself unless
+  /// it is a BatchNorm. Needs no process group.
+  static std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module);
 
 protected:
   void check_input_dim(const Tensor &input) const override;
