@@ -130,9 +130,17 @@ TEST(NcclProcessGroup, ARankOutsideTheGroupIsInvalidBeforeAnythingLoads) {
 
 // ---- on a GPU ------------------------------------------------------------------
 
+/// Skips naming why NCCL cannot run here; on the GPU machine
+/// (KILN_TEST_REAL_CUDA=1, bench/gpu/run_checks.sh) that is a failure.
+#define KILN_SKIP_WITHOUT_NCCL()                                                                                       \
+  if (const std::string why = nccl_unavailable_reason(); !why.empty()) {                                               \
+    if (std::getenv("KILN_TEST_REAL_CUDA")) FAIL() << "KILN_TEST_REAL_CUDA=1 but " << why;                            \
+    GTEST_SKIP() << why;                                                                                               \
+  }
+
 /// A one-rank group on cuda:0, or a skip naming why there is none.
 #define KILN_NCCL_GROUP_OR_SKIP(pg)                                                                                    \
-  if (const std::string why = nccl_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;                           \
+  KILN_SKIP_WITHOUT_NCCL();                                                                                            \
   auto pg = make_nccl_process_group(std::make_shared<HashStore>(), 0, 1, [] {                                          \
     NcclOptions o;                                                                                                     \
     o.timeout = 60s;                                                                                                   \
@@ -220,7 +228,7 @@ TEST(NcclProcessGroup, ACpuTensorOrABoolAverageIsInvalidAtTheCall) {
 }
 
 TEST(NcclProcessGroup, TwoGroupsOnOneStoreEachGetTheirOwnUniqueId) {
-  if (const std::string why = nccl_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  KILN_SKIP_WITHOUT_NCCL();
   auto store = std::make_shared<HashStore>();
   auto first = make_nccl_process_group(store, 0, 1);
   auto second = make_nccl_process_group(store, 0, 1);
