@@ -27,6 +27,14 @@ for t in kiln-cuda-loader-tests kiln-cuda-driver-tests kiln-cuda-tests kiln-cuda
   tail -n 25 "$OUT/$t.log"
   [ $rc -eq 0 ] || status=1
 done
+# NCCL on one rank (runtime/src/distributed/NcclProcessGroup.cpp): the
+# one-rank collectives on CUDA tensors; a few seconds (communicator init).
+# With KILN_TEST_REAL_CUDA=1 a missing NCCL fails them instead of skipping.
+echo "== kiln-nccl-tests"
+timeout 60 "$B/kiln-nccl-tests" --gtest_brief=1 --gtest_output="json:$OUT/kiln-nccl-tests.json" > "$OUT/kiln-nccl-tests.log" 2>&1
+rc=$?
+tail -n 25 "$OUT/kiln-nccl-tests.log"
+[ $rc -eq 0 ] || status=1
 echo "== digits on the GPU (2 epochs)"
 timeout 90 "$B/kiln-train-digits" --device cuda --epochs 2 2>&1 | tail -n 4 | tee "$OUT/digits.txt"
 echo "== eager benchmarks"

@@ -12,8 +12,10 @@
 // --master-addr (an address of node 0 the others reach).
 // Batch norm over the global batch: nn::SyncBatchNorm (kiln/nn.h), e.g.
 // `model = nn::SyncBatchNorm::convert_sync_batchnorm(model);` before DDP.
-// The process group is Gloo over TCP; CPU tensors (and the CUDA simulator's,
-// whose memory is host memory) are reduced in place. Every failure (a dead or
+// The process group is Gloo over TCP by default: CPU tensors are reduced in
+// place, CUDA tensors (a GPU's or the simulator's) are staged through pinned
+// host memory. Backend "nccl" reduces CUDA tensors on the GPU (one process
+// per GPU; libnccl.so.2 is loaded at run time). Every failure (a dead or
 // stuck peer, a desync, a timeout) is a kiln::Error naming the collective and
 // what to check, never a hang past the group's timeout.
 #pragma once
@@ -43,7 +45,10 @@ enum class ReduceOp { Sum, Avg, Max, Min };
 /// Options of init_process_group; an empty or negative field is read from
 /// the environment kilnrun/torchrun set.
 struct InitOptions {
-  std::string backend = "gloo";  ///< "gloo" (CPU); "nccl" comes with the CUDA DDP path
+  /// "gloo" (CPU tensors, and CUDA tensors through host memory) or "nccl"
+  /// (CUDA tensors of this rank's GPU, cuda:(rank % device count); throws
+  /// kiln::Error "NCCL is not available: ..." without libnccl or a GPU).
+  std::string backend = "gloo";
   int rank = -1;                 ///< RANK
   int world_size = -1;           ///< WORLD_SIZE
   std::string master_addr;       ///< MASTER_ADDR (default 127.0.0.1)
@@ -66,12 +71,15 @@ struct InitOptions {
 /// initialized, or when the peers do not all arrive in time.
 void init_process_group(const InitOptions &options = {});
 /// The same on a store the caller made (a HashStore for ranks that are
+/// threads, a FileStore on a shared file system); `backend` as in
+/// InitOptions ("gloo" or "nccl"; another name throws kiln::Error).
 /// threads, a FileStore on a shared file system). With a TCPStore the
 /// transport binds that store's local_address(); with another store,
 /// 127.0.0.1 unless GLOO_SOCKET_IFNAME/KILN_GLOO_HOSTNAME says otherwise
 /// (set one on every node of a multi-node job).
 void init_process_group(std::shared_ptr<runtime::distributed::Store> store, int rank, int world_size,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(300));
+                        std::chrono::milliseconds timeout = std::chrono::seconds(300),
+                        const std::string &backend = "gloo");
 /// Destroys the default group (its sockets and thread). No-op when none.
 void destroy_process_group();
 bool is_initialized();
@@ -92,8 +100,9 @@ private:
 };
 
 /// Reduces `tensor` in place over the default group: every rank gets
-/// op(tensor of every rank). The tensor must be contiguous, on the cpu (or
-/// the CUDA simulator), of any dtype (bool: sum/max are or, min is and).
+/// op(tensor of every rank). The tensor must be contiguous, of any dtype
+/// (bool: sum/max are or, min is and), on the cpu or cuda with Gloo, on
+/// this rank's cuda device with NCCL.
 /// async_op: returns at once; keep `tensor` untouched until wait().
 /// Throws kiln::Error for a bad tensor or a failed collective.
 Work all_reduce(Tensor &tensor, ReduceOp op = ReduceOp::Sum, bool async_op = false);

@@ -47,22 +47,44 @@ std::shared_ptr<rd::ProcessGroup> default_group(const char *op) {
   return g_group;
 }
 
-void init_process_group(std::shared_ptr<rd::Store> store, int rank, int world_size, std::chrono::milliseconds timeout) {
+namespace {
+void check_backend_name(const std::string &backend) {
+  KILN_CHECK(backend == "gloo" || backend == "nccl", "init_process_group: backend '", backend,
+             "' is not available (expected 'gloo' or 'nccl')");
+}
+
+std::shared_ptr<rd::ProcessGroup> make_group(const std::string &backend, std::shared_ptr<rd::Store> store, int rank,
+                                             int world_size, std::chrono::milliseconds timeout,
+                                             const std::string &gloo_hostname) {
+  if (backend == "nccl") {
+    rd::NcclOptions options;
+    options.timeout = timeout;
+    return rd::make_nccl_process_group(std::move(store), rank, world_size, options);
+  }
+  rd::GlooOptions options;
+  options.timeout = timeout;
+  options.hostname = gloo_hostname;
+  return rd::make_gloo_process_group(std::move(store), rank, world_size, options);
+}
+} // namespace
+
+void init_process_group(std::shared_ptr<rd::Store> store, int rank, int world_size, std::chrono::milliseconds timeout,
+                        const std::string &backend) {
+  check_backend_name(backend);
   KILN_CHECK(!is_initialized(), "init_process_group: the default process group is already initialized ",
              "(call destroy_process_group() first)");
   KILN_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "init_process_group: rank ", rank,
              " is not in a group of size ", world_size);
-  rd::GlooOptions options;
-  options.timeout = timeout;
   std::shared_ptr<rd::ProcessGroup> group;
+  std::string gloo_hostname;
   try {
-    options.hostname = rd::choose_gloo_hostname(store_local_address(*store));
+    if (backend == "gloo") gloo_hostname = rd::choose_gloo_hostname(store_local_address(*store));
   } catch (const std::exception &e) {
     throw Error("init_process_group: rank " + std::to_string(rank) + ": " + e.what());
   }
   try {
     store->set_timeout(timeout);
-    group = rd::make_gloo_process_group(std::move(store), rank, world_size, options);
+    group = make_group(backend, std::move(store), rank, world_size, timeout, gloo_hostname);
   } catch (const std::exception &e) {
     throw Error(std::string(e.what()));
   }
@@ -71,7 +93,7 @@ void init_process_group(std::shared_ptr<rd::Store> store, int rank, int world_si
 }
 
 void init_process_group(const InitOptions &o) {
-  KILN_CHECK(o.backend == "gloo", "init_process_group: backend '", o.backend, "' is not available (expected 'gloo')");
+  check_backend_name(o.backend);
   const int rank = env_int("RANK", o.rank, 0, true);
   const int world_size = env_int("WORLD_SIZE", o.world_size, 1, true);
   const int port = env_int("MASTER_PORT", o.master_port, 29500, false);
@@ -93,7 +115,7 @@ void init_process_group(const InitOptions &o) {
   } catch (const std::exception &e) {
     throw Error(std::string("init_process_group: rank ") + std::to_string(rank) + ": " + e.what());
   }
-  init_process_group(std::move(store), rank, world_size, timeout);
+  init_process_group(std::move(store), rank, world_size, timeout, o.backend);
 }
 
 void destroy_process_group() {
@@ -139,8 +161,11 @@ runtime::TensorView comm_view(const Tensor &t, const char *op) {
   KILN_CHECK(t.defined(), op, ": the tensor is undefined");
   KILN_CHECK(t.is_contiguous(), op, ": the tensor of shape ", shape_str(t.sizes()),
              " is not contiguous (call .contiguous())");
-  KILN_CHECK(t.device().type == DeviceType::CPU || runtime::find_backend(t.device().type)->host_accessible(), op,
-             ": a tensor on ", t.device().str(), " (expected cpu: Gloo reduces host memory; move it with .to(kCPU))");
+  // Gloo takes CPU and CUDA tensors (staged through pinned memory), NCCL
+  // CUDA tensors of its device: the group checks and names the device.
+  KILN_CHECK(t.device().type == DeviceType::CPU || t.device().type == DeviceType::CUDA ||
+                 runtime::find_backend(t.device().type)->host_accessible(),
+             op, ": a tensor on ", t.device().str(), " (expected cpu or cuda; move it with .to(kCPU))");
   return view_of(t);
 }
 

@@ -70,5 +70,8 @@ const NcclSymbols &nccl() { return require(nccl_library(), kNcclSoname); }
 LoadedLibrary<NvrtcSymbols> load_nvrtc_library(const std::vector<std::string> &candidates) {
   return load_library(candidates, resolve_nvrtc);
 }
+LoadedLibrary<NcclSymbols> load_nccl_library(const std::vector<std::string> &candidates) {
+  return load_library(candidates, resolve_nccl);
+}
 
 } // namespace kiln::runtime::cuda

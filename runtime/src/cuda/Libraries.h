@@ -47,5 +47,6 @@ const NcclSymbols &nccl();
 
 /// Uncached loads from explicit candidates (tests; kiln-cuda-info).
 LoadedLibrary<NvrtcSymbols> load_nvrtc_library(const std::vector<std::string> &candidates);
+LoadedLibrary<NcclSymbols> load_nccl_library(const std::vector<std::string> &candidates);
 
 } // namespace kiln::runtime::cuda

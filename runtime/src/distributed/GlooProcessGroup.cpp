@@ -1,7 +1,8 @@
 // The Gloo process group (make_gloo_process_group in
 // kiln/runtime/distributed/ProcessGroup.h), after c10d's ProcessGroupGloo:
 // one communication thread runs the collectives in call order, each with a
-// tag equal to its sequence number and the group's timeout.
+// tag equal to its sequence number and the group's timeout. CUDA tensors go
+// through pinned host memory (HostStaging.h).
 #include <atomic>
 #include <csignal>
 #include <signal.h>
@@ -21,6 +22,8 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "../cpu/Half.h"
+#include "CollectiveArgs.h"
+#include "HostStaging.h"
 #include "kiln/runtime/distributed/ProcessGroup.h"
 
 namespace kiln::runtime::distributed {
@@ -48,20 +51,6 @@ public:
 private:
   std::shared_ptr<distributed::Store> store_;
 };
-
-/// A dense view's element count, or DistributedError naming the op.
-size_t dense_numel(const TensorView &v, const char *op) {
-  int64_t expected = 1;
-  for (size_t d = v.sizes.size(); d-- > 0;) {
-    if (v.sizes[d] != 1 && v.strides[d] != expected)
-      throw DistributedError(Kind::Invalid, std::string(op) + ": the tensor must be contiguous (dim " +
-                                                std::to_string(d) + " has stride " + std::to_string(v.strides[d]) +
-                                                ", expected " + std::to_string(expected) + "); call .contiguous()");
-    expected *= v.sizes[d];
-  }
-  if (!v.buffer) throw DistributedError(Kind::Invalid, std::string(op) + ": the tensor has no storage");
-  return static_cast<size_t>(v.numel());
-}
 
 template <class T, class F> void reduce_as(void *out, const void *a, const void *b, size_t n, F f) {
   auto *o = static_cast<T *>(out);
@@ -229,75 +218,92 @@ public:
     const size_t n = dense_numel(t, "allreduce");
     auto fn = reduce_function(t.dtype, op);
     if (op == ReduceOp::Avg && t.dtype == DType::Bool) divide(nullptr, 0, t.dtype, 1); // throws
+    auto staging = std::make_shared<HostStaging>(staging_streams_);
+    void *host = staging->add(t, /*read=*/true, /*written=*/true);
     return enqueue({0, kAllreduce, static_cast<int64_t>(t.dtype), static_cast<int64_t>(n), -1},
-                   [this, t, n, op, fn](uint32_t tag) {
+                   [this, staging, host, dtype = t.dtype, n, op, fn](uint32_t tag) {
+                     staging->wait_for_inputs();
                      if (n == 0) return;
                      gloo::AllreduceOptions o(context_);
-                     set_output(o, t, n);
+                     set_output_bytes(o, static_cast<char *>(host), n, dtype);
                      o.setReduceFunction(fn);
                      o.setTag(tag);
                      o.setTimeout(options_.timeout);
                      gloo::allreduce(o);
-                     if (op == ReduceOp::Avg) divide(t.data(), n, t.dtype, size());
+                     if (op == ReduceOp::Avg) divide(host, n, dtype, size());
+                     staging->copy_back();
                    });
   }
 
   std::shared_ptr<Work> broadcast(const TensorView &t, int root) override {
     const size_t n = dense_numel(t, "broadcast");
-    if (root < 0 || root >= size())
-      throw DistributedError(Kind::Invalid, "broadcast: root " + std::to_string(root) + " is not a rank of a group of " +
-                                                std::to_string(size()));
+    check_root("broadcast", root, size());
+    auto staging = std::make_shared<HostStaging>(staging_streams_);
+    void *host = staging->add(t, /*read=*/rank() == root, /*written=*/rank() != root);
     return enqueue({0, kBroadcast, static_cast<int64_t>(t.dtype), static_cast<int64_t>(n), root},
-                   [this, t, n, root](uint32_t tag) {
-                     if (n == 0 || size() == 1) return;
+                   [this, staging, host, bytes = n * itemsize(t.dtype), root](uint32_t tag) {
+                     staging->wait_for_inputs();
+                     if (bytes == 0 || size() == 1) return;
                      gloo::BroadcastOptions o(context_);
-                     o.setOutput(static_cast<char *>(t.data()), n * itemsize(t.dtype));
+                     o.setOutput(static_cast<char *>(host), bytes);
                      o.setRoot(root);
                      o.setTag(tag);
                      o.setTimeout(options_.timeout);
                      gloo::broadcast(o);
+                     staging->copy_back();
                    });
   }
 
   std::shared_ptr<Work> allgather(const std::vector<TensorView> &outputs, const TensorView &input) override {
     const size_t n = dense_numel(input, "allgather");
-    check_parts("allgather", outputs, input, n);
+    check_parts("allgather", outputs, input, n, size());
+    auto staging = std::make_shared<HostStaging>(staging_streams_);
+    void *in = staging->add(input, /*read=*/true, /*written=*/false);
+    std::vector<void *> outs;
+    for (const TensorView &o : outputs) outs.push_back(staging->add(o, /*read=*/false, /*written=*/true));
     return enqueue({0, kAllgather, static_cast<int64_t>(input.dtype), static_cast<int64_t>(n), -1},
-                   [this, outputs, input, n](uint32_t tag) {
-                     const size_t bytes = n * itemsize(input.dtype);
+                   [this, staging, in, outs, bytes = n * itemsize(input.dtype)](uint32_t tag) {
+                     staging->wait_for_inputs();
                      if (bytes == 0) return;
                      std::vector<char> all(bytes * static_cast<size_t>(size()));
                      gloo::AllgatherOptions o(context_);
-                     o.setInput(static_cast<char *>(input.data()), bytes);
+                     o.setInput(static_cast<char *>(in), bytes);
                      o.setOutput(all.data(), all.size());
                      o.setTag(tag);
                      o.setTimeout(options_.timeout);
                      gloo::allgather(o);
-                     for (size_t r = 0; r < outputs.size(); ++r) std::memcpy(outputs[r].data(), all.data() + r * bytes, bytes);
+                     for (size_t r = 0; r < outs.size(); ++r) std::memcpy(outs[r], all.data() + r * bytes, bytes);
+                     staging->copy_back();
                    });
   }
 
   std::shared_ptr<Work> reduce_scatter(const TensorView &output, const std::vector<TensorView> &inputs,
                                        ReduceOp op) override {
     const size_t n = dense_numel(output, "reduce_scatter");
-    check_parts("reduce_scatter", inputs, output, n);
+    check_parts("reduce_scatter", inputs, output, n, size());
     auto fn = reduce_function(output.dtype, op);
+    auto staging = std::make_shared<HostStaging>(staging_streams_);
+    std::vector<void *> ins;
+    for (const TensorView &i : inputs) ins.push_back(staging->add(i, /*read=*/true, /*written=*/false));
+    void *out = staging->add(output, /*read=*/false, /*written=*/true);
     // Gloo 0.5 has no options-style reduce-scatter: all-reduce the
     // concatenated inputs and keep this rank's part.
     return enqueue({0, kReduceScatter, static_cast<int64_t>(output.dtype), static_cast<int64_t>(n), -1},
-                   [this, output, inputs, n, op, fn](uint32_t tag) {
-                     const size_t bytes = n * itemsize(output.dtype);
+                   [this, staging, ins, out, dtype = output.dtype, n, op, fn](uint32_t tag) {
+                     staging->wait_for_inputs();
+                     const size_t bytes = n * itemsize(dtype);
                      if (bytes == 0) return;
                      std::vector<char> all(bytes * static_cast<size_t>(size()));
-                     for (size_t r = 0; r < inputs.size(); ++r) std::memcpy(all.data() + r * bytes, inputs[r].data(), bytes);
+                     for (size_t r = 0; r < ins.size(); ++r) std::memcpy(all.data() + r * bytes, ins[r], bytes);
                      gloo::AllreduceOptions o(context_);
-                     set_output_bytes(o, all.data(), n * static_cast<size_t>(size()), output.dtype);
+                     set_output_bytes(o, all.data(), n * static_cast<size_t>(size()), dtype);
                      o.setReduceFunction(fn);
                      o.setTag(tag);
                      o.setTimeout(options_.timeout);
                      gloo::allreduce(o);
-                     std::memcpy(output.data(), all.data() + static_cast<size_t>(rank()) * bytes, bytes);
-                     if (op == ReduceOp::Avg) divide(output.data(), n, output.dtype, size());
+                     std::memcpy(out, all.data() + static_cast<size_t>(rank()) * bytes, bytes);
+                     if (op == ReduceOp::Avg) divide(out, n, dtype, size());
+                     staging->copy_back();
                    });
   }
 
@@ -317,19 +323,6 @@ private:
     std::shared_ptr<Work> work;
   };
 
-  void check_parts(const char *op, const std::vector<TensorView> &parts, const TensorView &one, size_t n) const {
-    if (parts.size() != static_cast<size_t>(size()))
-      throw DistributedError(Kind::Invalid, std::string(op) + ": expected " + std::to_string(size()) +
-                                                " tensors (one per rank), got " + std::to_string(parts.size()));
-    for (size_t r = 0; r < parts.size(); ++r) {
-      if (dense_numel(parts[r], op) != n || parts[r].dtype != one.dtype)
-        throw DistributedError(Kind::Invalid, std::string(op) + ": tensor " + std::to_string(r) + " has " +
-                                                  std::to_string(parts[r].numel()) + " " + dtype_name(parts[r].dtype) +
-                                                  " elements, expected " + std::to_string(n) + " " +
-                                                  dtype_name(one.dtype));
-    }
-  }
-
   static void set_output_bytes(gloo::AllreduceOptions &o, char *p, size_t n, DType t) {
     switch (itemsize(t)) {
     case 1: o.setOutput(reinterpret_cast<uint8_t *>(p), n); break;
@@ -338,10 +331,6 @@ private:
     default: o.setOutput(reinterpret_cast<uint64_t *>(p), n); break;
     }
   }
-  static void set_output(gloo::AllreduceOptions &o, const TensorView &t, size_t n) {
-    set_output_bytes(o, static_cast<char *>(t.data()), n, t.dtype);
-  }
-
   std::shared_ptr<Work> enqueue(Fingerprint f, std::function<void(uint32_t)> run) {
     std::lock_guard<std::mutex> lock(mu_);
     f.sequence = next_sequence_++;
@@ -416,6 +405,7 @@ private:
   std::shared_ptr<Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  StagingStreams staging_streams_; ///< before the thread: destroyed after it
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;

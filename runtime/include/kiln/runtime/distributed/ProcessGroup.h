@@ -4,8 +4,17 @@
 // Every collective is asynchronous: it returns a Work at once and runs on the
 // group's communication thread, in the order the calls were made (all ranks
 // must make the same calls in the same order, as with c10d). Tensors are
-// dense views of host-accessible memory (the CPU, or the CUDA simulator's);
-// the caller keeps them alive and untouched until wait() returns.
+// dense (contiguous) views; the caller keeps them alive and untouched until
+// wait() returns. Which devices a backend takes:
+//   gloo  CPU tensors in place; CUDA tensors (a GPU's or the simulator's)
+//         staged through pinned host memory (c10d's ProcessGroupGloo CUDA
+//         work: device->host copy, the collective on the host copy, copy back);
+//   nccl  CUDA tensors of the group's device only, reduced on the GPU by NCCL
+//         on the calling thread's current stream of that device.
+//
+//   auto store = std::make_shared<HashStore>();           // or a TCPStore
+//   auto pg = make_nccl_process_group(store, rank, size); // throws when NCCL cannot run
+//   pg->allreduce(grad_view, ReduceOp::Avg)->wait();
 #pragma once
 
 #include <chrono>
@@ -108,7 +117,17 @@ struct GlooOptions {
 /// its own tag (its sequence number) and the group's timeout. After a
 /// transport failure (a peer died or timed out) the group is broken: that
 /// collective and every later one throw DistributedError naming the cause.
-/// Throws DistributedError when the ranks cannot connect within the timeout.
+/// CUDA tensors are staged through pinned host blocks of the CUDA backend's
+/// CachingHostAllocator (c10d ProcessGroupGloo's AsyncAllreduceCUDAWork and
+/// its siblings): at the call, a staging stream of the tensor's device waits
+/// for the caller's current stream and copies device->host; the
+/// communication thread waits for that copy, runs the collective on the host
+/// copy, copies the results host->device and waits before the Work
+/// completes. Throws DistributedError when the ranks cannot connect within
+/// the timeout.
+std::unique_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
+                                                      const GlooOptions &options = {});
+
 /// The address a rank's Gloo transport binds (GlooOptions::hostname), chosen
 /// as c10d's ProcessGroupGloo does, first match:
 ///  1. GLOO_SOCKET_IFNAME=IFACE (PyTorch's variable; one interface name):
@@ -134,7 +153,51 @@ std::string choose_gloo_hostname(const std::string &store_local_address);
 std::string choose_gloo_hostname(const std::string &store_local_address, const std::string &socket_ifname,
                                  const std::string &kiln_hostname);
 
-std::unique_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
-                                                      const GlooOptions &options = {});
+/// Options of the NCCL process group.
+struct NcclOptions {
+  /// Each collective's limit: past it the watchdog aborts the communicator
+  /// (ncclCommAbort) and the Work fails with DistributedError Timeout.
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  /// The CUDA device of this rank's communicator; -1: rank % device count
+  /// (one process per GPU, torchrun's LOCAL_RANK convention on one node).
+  int device = -1;
+};
+
+/// NCCL's GPU collectives (c10d's ProcessGroupNCCL; NCCL 2 user guide,
+/// "Creating a communicator"): rank 0 makes the ncclUniqueId
+/// (ncclGetUniqueId) and sets it in `store`, the other ranks get it, every
+/// rank calls ncclCommInitRank on its device. libnccl.so.2 is loaded at run
+/// time (dlopen; nothing is linked), so a binary built with this starts on a
+/// machine without NCCL or a GPU and only this call fails.
+///
+/// Tensors: contiguous CUDA views on the group's device; dtypes float32,
+/// float64, float16, bfloat16, int64, int32 (ncclFloat32 ... ncclInt32) and
+/// bool (ncclUint8; sum and max are logical or, min is and, avg is an
+/// error, as c10d). ReduceOp::Avg is ncclAvg (for integers, NCCL divides
+/// the sum by the group size). Each collective is enqueued on the calling
+/// thread's current stream of the device (CurrentStream.h) when it is
+/// called; its Work completes when a CUDA event recorded after it has
+/// completed. A watchdog thread polls those events and
+/// ncclCommGetAsyncError (c10d's watchdog): an asynchronous NCCL error or a
+/// collective past the timeout aborts the communicator, fails that Work
+/// (PeerLost naming NCCL's error, or Timeout) and breaks the group: every
+/// later collective throws PeerLost naming the first failure. Calls on one
+/// group are serialized by a mutex (NCCL's rule: one thread at a time per
+/// communicator).
+///
+/// Throws DistributedError: Invalid "NCCL is not available: <why>" when
+/// nccl_unavailable_reason() is not empty; Invalid for a rank outside
+/// [0, size) or a device that does not exist; Timeout when rank 0's id does
+/// not arrive within the store's timeout; PeerLost when ncclCommInitRank
+/// fails (naming NCCL's error string).
+std::unique_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank, int size,
+                                                      const NcclOptions &options = {});
+
+/// Why the NCCL backend cannot run in this process, or "" when it can: the
+/// library could not be loaded (dlopen's message), CUDA is not available
+/// (cuda::availability_reason(): no driver, no device, ...), or the CUDA
+/// device is the simulator (KILN_CUDA_SIM=1: NCCL needs a GPU; Gloo stages
+/// CUDA tensors through host memory instead). Never throws.
+std::string nccl_unavailable_reason();
 
 } // namespace kiln::runtime::distributed
