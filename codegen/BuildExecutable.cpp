@@ -136,7 +136,7 @@ private:
           auto type = cast<RankedTensorType>(matmul.getType());
           Type element = type.getElementType();
           if (!element.isF32() && !element.isF64() && !element.isBF16() && !element.isF16())
-            return fail(op, "only f32, f64, bf16 and f16 matmuls run on the CPU (got " + typeString(type) + ")");
+            return fail(op, "only f32, f64, bf16 and f16 matmuls run (got " + typeString(type) + ")");
           auto a = slotOf(matmul.getLhs(), op), b = slotOf(matmul.getRhs(), op);
           if (failed(a) || failed(b))
             return failure();
@@ -177,7 +177,7 @@ private:
           builder.setOutputs(std::move(outs));
           return success();
         })
-        .Default([&](Operation *) { return fail(op, "not supported outside a kiln.fusion by the CPU backend"); });
+        .Default([&](Operation *) { return fail(op, "not supported outside a kiln.fusion by the executable builder"); });
   }
 
   /// A conv op: one backend convolution step (runtime/src/cpu/Conv.cpp).
@@ -228,7 +228,7 @@ private:
   LogicalResult addFusion(ir::FusionOp fusion) {
     std::string message;
     KernelBinding binding = bind(fusion, &message);
-    if (!binding.fn)
+    if (!binding.kernel)
       return fail(fusion, message);
     std::vector<int> operands;
     for (Value v : fusion.getInputs()) {
@@ -253,7 +253,6 @@ private:
         return fail(fusion, builder.error());
       operands.push_back(slot);
     }
-    runtime::PackedKernel fn = binding.fn;
     std::vector<runtime::SlotType> results;
     for (Value r : fusion.getResults()) {
       auto t = slotType(r.getType(), fusion);
@@ -267,8 +266,8 @@ private:
     // The strides the kernel was compiled for (scalar arguments: rank 0).
     std::vector<std::vector<int64_t>> expected = binding.strides.empty() ? operandStrides(fusion) : binding.strides;
     expected.resize(operands.size());
-    std::vector<int> out = builder.addKernel(fusion.getKernel().str(), fn, std::move(operands), std::move(results),
-                                             expected, binding.splitRows, binding.inPlace);
+    std::vector<int> out = builder.addKernel(fusion.getKernel().str(), binding.kernel, std::move(operands),
+                                             std::move(results), expected, binding.inPlace);
     if (out.size() != fusion.getNumResults() + checks.size())
       return fail(fusion, builder.error());
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
@@ -299,7 +298,7 @@ std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func,
                                                            std::shared_ptr<const KernelLibrary> library,
                                                            Device device, std::string *error) {
   KernelBinder byName = [&](ir::FusionOp fusion, std::string *message) {
-    return KernelBinding{library->lookup(fusion.getKernel().str(), message), {}, {}, isRowSplittable(fusion),
+    return KernelBinding{library->handle(fusion.getKernel().str(), {}, isRowSplittable(fusion), message), {}, {},
                          inPlacePairs(fusion)};
   };
   return buildExecutable(func, byName, library, device, error);

@@ -27,17 +27,16 @@ std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp fu
                                                            std::shared_ptr<const KernelLibrary> library,
                                                            Device device, std::string *error);
 
-/// Which compiled function runs a kiln.fusion, and the runtime scalars
-/// appended to its operands (shape-generic kernels); null `fn` with `*error`
-/// set when there is none.
+/// Which compiled kernel runs a kiln.fusion, and the runtime scalars
+/// appended to its operands (shape-generic kernels of a target whose
+/// library does not bind them, KernelLibrary::bindsScalars); a null
+/// `kernel` with `*error` set when there is none.
 struct KernelBinding {
-  runtime::PackedKernel fn = nullptr;
+  runtime::KernelHandle kernel;
   std::vector<std::pair<DType, double>> scalars;
   /// The operand strides the kernel was compiled for (kDynamic: any); empty:
   /// operandStrides(fusion).
   std::vector<std::vector<int64_t>> strides;
-  /// The kernel was emitted row-split (emitKernel + isRowSplittable).
-  bool splitRows = false;
   /// The kernel may run with results over operands (inPlacePairs).
   std::vector<runtime::InPlace> inPlace;
 };

@@ -385,7 +385,8 @@ bool staticExecutables(StaticCompile &c, std::string *message) {
       *why = "no kernel emitted for " + fusion.getKernel().str();
       return KernelBinding{};
     }
-    return KernelBinding{c.library->lookup(it->second, why), {}, {}, isRowSplittable(fusion), inPlacePairs(fusion)};
+    return KernelBinding{c.library->handle(it->second, {}, isRowSplittable(fusion), why), {}, {},
+                         inPlacePairs(fusion)};
   };
   if (!buildExecutables(c.self, bind, c.library, c.options.device, &c.result, message))
     return false;
@@ -519,7 +520,10 @@ bool genericExecutables(GenericCompile &c, std::string *message) {
       *why = "no kernel bound to " + fusion.getKernel().str();
       return KernelBinding{};
     }
-    return KernelBinding{keep->library->lookup(it->second.first, why), it->second.second, {}, false};
+    const std::vector<std::pair<DType, double>> &scalars = it->second.second;
+    if (keep->library->bindsScalars())
+      return KernelBinding{keep->library->handle(it->second.first, scalars, false, why), {}, {}, {}};
+    return KernelBinding{keep->library->handle(it->second.first, {}, false, why), scalars, {}, {}};
   };
   if (!buildExecutables(c.self, bind, keep, c.options.device, &c.result, message))
     return false;

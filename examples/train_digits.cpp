@@ -96,11 +96,6 @@ int main(int argc, char **argv) {
     mlp->to(args.device);
     std::shared_ptr<nn::Module> model = mlp;
     std::shared_ptr<CompiledModule> compiled;
-    if (!args.device.is_cpu() && !args.eager) {
-      std::printf("kiln-train-digits: compiled graphs run on the cpu only so far; training eagerly on %s\n",
-                  args.device.str().c_str());
-      args.eager = true;
-    }
     if (!args.eager) model = compiled = compile(mlp);
     std::shared_ptr<distributed::DistributedSampler> sampler;
     bool print = true;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/codegen/CudaTarget.h"
 #include "kiln/codegen/EagerCuda.h"
 #include "kiln/runtime/IndexCheck.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
@@ -29,6 +30,7 @@
 #include "kiln/tensor.h"
 
 #include "ops/dispatch.h"
+#include "ops/kernels.h"
 
 namespace kiln::cuda_eager {
 namespace {
@@ -297,7 +299,9 @@ void run_graph(const char *op, const ir::Graph &g, const std::vector<Tensor> &in
     KILN_CHECK(false, op, ": CUDA kernel ", k.name, " (", k.kind(), ") failed: ", e.what());
   }
   for (size_t c = 0; c < statuses.size(); ++c) {
-    const std::vector<int64_t> word = statuses[c].cpu().to_vector<int64_t>();
+    // A plain byte copy (no trace record): under kiln::compile's trace a
+    // Tensor::cpu() here would be a graph break in every gather.
+    const std::vector<int64_t> word = kernels::device_to_host(statuses[c]).to_vector<int64_t>();
     if (word[0] != 0) throw Error(runtime::index_error(k.checks[c], word[1]));
   }
 }
@@ -307,7 +311,9 @@ void run(const char *op, const ir::Node &node, const std::vector<Tensor> &inputs
   run_graph(op, one_node_graph(node, inputs, outputs), inputs, outputs, scalars);
 }
 
-const bool registered = (dispatch::set_graph_kernel_runner(DeviceType::CUDA, run, run_graph), true);
+// Eager CUDA ops run graph kernels; kiln::compile on CUDA uses the CUDA target.
+const bool registered = (dispatch::set_graph_kernel_runner(DeviceType::CUDA, run, run_graph),
+                         codegen::registerCudaTarget(), true);
 
 }  // namespace
 

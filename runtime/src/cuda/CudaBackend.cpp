@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "CublasLtGemm.h"
+#include "kiln/runtime/cuda/CompiledKernel.h"
 #include "kiln/runtime/cuda/CachingAllocator.h"
 #include "kiln/runtime/cuda/CurrentStream.h"
 
@@ -120,9 +121,15 @@ public:
     host_fallback("copy_to_contiguous (strided copy)", stream);
     cpu_backend()->copy_to_contiguous(src, dst, cpu_stream());
   }
-  void launch(const KernelHandle &, const KernelArgs &, Stream &) override {
-    throw std::runtime_error("cuda backend: compiled kernels are not launched on CUDA yet (the CUDA target of "
-                             "kiln::compile is issue 16); run the compiled model on the CPU");
+  /// A compiled graph's kernel (codegen's CUDA target: kernel.native is a
+  /// CompiledKernel) on the stream's device.
+  void launch(const KernelHandle &kernel, const KernelArgs &args, Stream &stream) override {
+    const auto *compiled = static_cast<const CompiledKernel *>(kernel.native.get());
+    if (!compiled)
+      throw std::runtime_error("cuda backend: launch got a kernel without a CUDA function (a CPU kernel library's "
+                               "kernel; compile the graph for the CUDA device: codegen's CUDA target)");
+    const int index = stream.device().index;
+    launch_compiled_kernel(*compiled, args, api(index), index, stream_handle(stream));
   }
   void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &stream) override {
     if (!host_accessible_) {

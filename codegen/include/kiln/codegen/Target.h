@@ -19,12 +19,14 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
 #include "kiln/ir/KilnOps.h"
+#include "kiln/runtime/DType.h"
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/KernelHandle.h"
 
@@ -45,6 +47,21 @@ public:
   /// Writes the object code the kernel cache stores (a library compiled with
   /// keepObject). False and `*error` when there is none.
   virtual bool dumpObject(const std::string &path, std::string *error) const = 0;
+  /// The handle an executable launches for kernel `name`. `scalars`: the
+  /// run-time scalars of a shape-generic kernel (dtype, value, in the
+  /// kernel's order), only when bindsScalars() (else they are passed as
+  /// rank-0 constant operands and `scalars` is empty); `splitRows`: the
+  /// kernel was emitted row-split (the CPU's OpenMP split). Default: the CPU
+  /// handle of lookup(name). A null handle and `*error` when there is none.
+  virtual runtime::KernelHandle handle(const std::string &name, const std::vector<std::pair<DType, double>> &scalars,
+                                       bool splitRows, std::string *error) const {
+    (void)scalars;
+    return runtime::KernelHandle::cpu(lookup(name, error), splitRows);
+  }
+  /// True when handle() takes the run-time scalars (the CUDA target passes
+  /// them by value in the launch); false: they are constant operands (the
+  /// CPU's memref ABI).
+  virtual bool bindsScalars() const { return false; }
 };
 
 /// A device's speed, for kiln-remat's step-time model (its pass options
@@ -94,6 +111,12 @@ public:
 
 /// The CPU target (cpu/CpuTarget.cpp): linalg kernels, LLVM, ORC JIT.
 std::shared_ptr<const Target> cpuTarget();
+
+/// The CUDA target (cuda/CudaTarget.cpp): CUDA C kernels, NVRTC on a GPU,
+/// the host compiler on the simulator. Not registered by default: the
+/// frontend registers it for DeviceType::CUDA (registerCudaTarget,
+/// kiln/codegen/CudaTarget.h).
+std::shared_ptr<const Target> cudaTarget();
 
 /// The target that compiles graphs for devices of `type` (the CPU's is
 /// registered from the start), or null.

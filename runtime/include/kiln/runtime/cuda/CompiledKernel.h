@@ -1,0 +1,102 @@
+// kiln/runtime/cuda/CompiledKernel.h - a kernel of a compiled graph on a
+// CUDA device: what a CUDA KernelHandle's `native` object holds (codegen's
+// CUDA target makes them, CudaBackend::launch runs them).
+//
+//   auto module = std::make_shared<cuda::CudaModule>(source, names);  // one per graph
+//   module->function(api, /*device=*/0, 0);        // NVRTC / host compile now (cached)
+//   auto k = std::make_shared<cuda::CompiledKernel>();
+//   k->module = module; k->index = 0;
+//   k->params = {{Operand, 0}, {Result, 0}};      // cuLaunchKernel's argument list, in order
+//   k->grid_blocks = [](const std::vector<int64_t> &classes) { return int64_t{4}; };
+//   runtime::KernelHandle h{nullptr, false, k};
+//   backend->launch(h, args, stream);             // launch_compiled_kernel
+//
+// One module holds every distinct kernel of a graph (one NVRTC program or
+// one host-compiled object: its fixed cost is paid once per graph). It is
+// loaded on a device the first time one of its kernels runs there (the
+// driver: cuModuleLoadData of the CUBIN; the simulator: the host object),
+// under a mutex, so executables run on any CUDA device index.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/KernelHandle.h"
+#include "kiln/runtime/cuda/DeviceApi.h"
+
+namespace kiln::runtime::cuda {
+
+/// The CUDA C of one compiled graph's kernels and their loaded functions per
+/// device index.
+class CudaModule {
+public:
+  /// `source`: the whole translation unit (prelude + extern "C" __global__
+  /// kernels, the kernel-source contract of DeviceApi::load_kernels);
+  /// `kernel_names`: the kernels to resolve, in order.
+  CudaModule(std::string source, std::vector<std::string> kernel_names)
+      : source_(std::move(source)), names_(std::move(kernel_names)) {}
+
+  /// Kernel `k` (an index into kernel_names()) loaded on `device` through
+  /// `api` (compiled and loaded on the first call per device; later calls
+  /// return the same function). Throws std::runtime_error with the
+  /// compiler's log when the source does not compile (DeviceApi::load_kernels).
+  const KernelFunction &function(DeviceApi &api, int device, size_t k) const;
+
+  const std::string &source() const { return source_; }
+  const std::vector<std::string> &kernel_names() const { return names_; }
+
+private:
+  std::string source_;
+  std::vector<std::string> names_;
+  mutable std::mutex mutex_;
+  mutable std::map<int, std::vector<KernelFunction>> loaded_; ///< device index -> functions in name order
+};
+
+/// Where the value of one kernel parameter comes from at a launch.
+struct KernelArgSource {
+  enum class Kind : int8_t {
+    Operand, ///< a pointer to KernelArgs::operands[index]'s first element
+    Result,  ///< a pointer to KernelArgs::results[index]'s first element (index-check status words included)
+    Size,    ///< size class `index` (`long long`): CompiledKernel::size_sources[index]
+    Stride,  ///< the stride of operand `index` in dim `dim`, elements (`long long`)
+    Float32, ///< `value` as a float, by value
+    Float64, ///< `value` as a double, by value
+  };
+  Kind kind = Kind::Operand;
+  int index = 0;
+  int dim = 0;
+  double value = 0.0;
+};
+
+/// One kernel of a graph: its module, its parameters and its launch shape
+/// (1-D grid and block, as codegen/cuda's LaunchRule).
+struct CompiledKernel {
+  std::shared_ptr<const CudaModule> module;
+  size_t index = 0; ///< into module->kernel_names()
+  std::vector<KernelArgSource> params;
+  /// Per size class of a shape-generic kernel: (argument index over the
+  /// operands then the results, dim) whose size it is.
+  std::vector<std::pair<int, int>> size_sources;
+  /// gridDim.x for the size classes' sizes (codegen's LaunchRule::gridBlocks).
+  std::function<int64_t(const std::vector<int64_t> &class_sizes)> grid_blocks;
+  uint32_t block_threads = 256;
+  size_t dynamic_shared_bytes = 0;
+
+  const std::string &name() const { return module->kernel_names().at(index); }
+};
+
+/// Launches `kernel` (a KernelHandle's native CompiledKernel) on `args` on
+/// CUDA device `device` (its DeviceApi `api`), ordered on `stream`: the
+/// argument list built from `kernel.params`, gridDim.x from the size
+/// classes, blockDim.x = block_threads. Throws std::runtime_error naming the
+/// kernel when an argument is missing (a parameter index past `args`) or
+/// the device refuses the launch.
+void launch_compiled_kernel(const CompiledKernel &kernel, const KernelArgs &args, DeviceApi &api, int device,
+                            StreamHandle stream);
+
+} // namespace kiln::runtime::cuda
