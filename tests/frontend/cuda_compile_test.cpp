@@ -227,3 +227,31 @@ TEST_F(CudaCompile, EveryCompiledKernelCompilesForSm90WithoutSpills) {
 
 } // namespace
 } // namespace kiln
+
+namespace kiln {
+namespace {
+
+/// Linear -> GELU("tanh") -> Linear -> ReLU, inference.
+std::shared_ptr<nn::Module> make_epilogue_mlp() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(24, 40), std::make_shared<nn::GELU>("tanh"), std::make_shared<nn::Linear>(40, 8),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 5)});
+}
+
+TEST_F(CudaCompile, InferenceMlpMatchesCpuCompiled) {
+  manual_seed(21);
+  auto cpu = make_epilogue_mlp();
+  cpu->eval();
+  Tensor x = randn({6, 24});
+  autograd::NoGradGuard no_grad;
+  Tensor want = compile(cpu)->forward(x);
+  cpu->to(kCuda0);
+  auto compiled = compile(cpu);
+  Tensor got = compiled->forward(x.to(kCuda0));
+  const std::vector<float> a = got.cpu().to_vector<float>(), b = want.to_vector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1 + std::abs(b[i]))) << i;
+}
+
+} // namespace
+} // namespace kiln

@@ -1,11 +1,13 @@
 // The op-by-op conformance list (OpCases.h), compiled: each case's graph
 // compiled for the device under test and compared with the eager ops that
 // record it (compile_detail::replay_nodes, the graph-break replay).
-// Instantiated per device: the cpu and tests/support's checking device. A
-// new backend adds one INSTANTIATE line.
+// Instantiated per device: the cpu, tests/support's checking device and the
+// CUDA target on the simulated CUDA device. A new backend adds one
+// INSTANTIATE line.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "GraphTestUtils.h"
 #include "OpCases.h"
 #include "compile/replay.h"
+#include "kiln/codegen/CudaTarget.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -50,6 +53,12 @@ protected:
   void SetUp() override {
     if (std::get<0>(GetParam()) == DeviceType::PrivateUse1)
       installCheckingDevice();
+    if (std::get<0>(GetParam()) == DeviceType::CUDA) {
+      // The CUDA target on the simulator (a GPU under KILN_TEST_REAL_CUDA=1).
+      if (!std::getenv("KILN_TEST_REAL_CUDA"))
+        ::setenv("KILN_CUDA_SIM", "1", 1);
+      codegen::registerCudaTarget();
+    }
     conformanceDevice() = Device(std::get<0>(GetParam()), 0);
   }
   void TearDown() override { conformanceDevice() = kCPU; }
@@ -86,6 +95,8 @@ TEST_P(OpConformance, CompiledMatchesEager) {
 }
 
 std::string paramName(const ::testing::TestParamInfo<Param> &info) {
+  if (std::get<0>(info.param) == DeviceType::CUDA)
+    return std::string("cuda_sim_") + ir::toString(std::get<1>(info.param));
   return std::string(device_type_name(std::get<0>(info.param))) + "_" + ir::toString(std::get<1>(info.param));
 }
 
@@ -95,6 +106,11 @@ INSTANTIATE_TEST_SUITE_P(cpu, OpConformance,
 INSTANTIATE_TEST_SUITE_P(checking, OpConformance,
                          ::testing::Combine(::testing::Values(DeviceType::PrivateUse1),
                                             ::testing::ValuesIn(allOpKinds())),
+                         paramName);
+
+// The CUDA target (codegen/cuda/CudaTarget.cpp) on the simulated CUDA device.
+INSTANTIATE_TEST_SUITE_P(cuda, OpConformance,
+                         ::testing::Combine(::testing::Values(DeviceType::CUDA), ::testing::ValuesIn(allOpKinds())),
                          paramName);
 
 TEST(OpConformanceList, EveryOpKindHasACase) {
