@@ -1,6 +1,7 @@
 // func @forward / @backward -> runtime::LaunchExecutable.
 #include "BuildExecutable.h"
 
+#include "GemmEpilogue.h"
 #include "GeneralizeKernel.h"
 #include "KernelAbi.h"
 
@@ -68,6 +69,21 @@ llvm::DenseSet<unsigned> privateSavedArguments(func::FuncOp func) {
 class ExecutableBuilder {
 public:
   ExecutableBuilder(const KernelBinder &bind, std::string *error) : bind(bind), error(error) {}
+
+  /// The fusions of `func` that `target` runs as one GEMM with an epilogue.
+  void findGemmEpilogues(func::FuncOp func, const Target &target, std::vector<std::string> *folded) {
+    folded_ = folded;
+    func.walk([&](ir::FusionOp fusion) {
+      FailureOr<GemmEpilogueMatch> match = matchGemmEpilogue(fusion);
+      if (failed(match))
+        return;
+      runtime::KernelHandle kernel = target.gemmEpilogueKernel(match->kind);
+      if (!kernel)
+        return;
+      epilogues_[fusion.getOperation()] = {*match, kernel};
+      deferred_.insert(match->matmul.getOperation());
+    });
+  }
 
   std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
     Block &entry = func.getBody().front();
@@ -140,6 +156,11 @@ private:
           auto a = slotOf(matmul.getLhs(), op), b = slotOf(matmul.getRhs(), op);
           if (failed(a) || failed(b))
             return failure();
+          // Folded into its epilogue's GEMM launch (addFusion), when the
+          // GEMM library can read both operands as they are laid out.
+          if (deferred_.contains(op) && gemmReadable(*a) && gemmReadable(*b))
+            return success();
+          deferred_.erase(op);
           return record(matmul.getResult(), builder.addGemm(*a, *b), op);
         })
         .Case<ir::Conv2dOp, ir::Conv2dInputGradOp, ir::Conv2dWeightGradOp>([&](auto conv) { return addConv(conv); })
@@ -225,7 +246,53 @@ private:
     return record(pool.getResult(), builder.addMaxPool(kind, p, *a, indices, *type), pool);
   }
 
+  /// A 2-D slot with a unit stride in one of its dims (cuBLASLt reads it
+  /// as a plain or transposed matrix).
+  bool gemmReadable(int slot) const {
+    const std::vector<int64_t> &st = builder.strides(slot);
+    return st.size() == 2 && (st[0] == 1 || st[1] == 1);
+  }
+
+  /// The fusion of a folded epilogue: one GEMM launch reading the matmul's
+  /// operands and the bias (or, when the bias is not contiguous, the GEMM
+  /// the matmul deferred and the fusion's own kernel).
+  FailureOr<bool> addGemmEpilogue(ir::FusionOp fusion) {
+    auto it = epilogues_.find(fusion.getOperation());
+    if (it == epilogues_.end())
+      return false;
+    GemmEpilogueMatch match = it->second.first;
+    const runtime::KernelHandle kernel = it->second.second;
+    auto a = slotOf(match.matmul.getLhs(), fusion), b = slotOf(match.matmul.getRhs(), fusion);
+    auto bias = slotOf(match.bias, fusion);
+    if (failed(a) || failed(b) || failed(bias))
+      return failure();
+    if (!deferred_.contains(match.matmul.getOperation()))
+      return false; // the matmul ran as its own GEMM
+    if (builder.strides(*bias) != std::vector<int64_t>{1}) {
+      deferred_.erase(match.matmul.getOperation());
+      if (failed(record(match.matmul.getResult(), builder.addGemm(*a, *b), match.matmul)))
+        return failure();
+      return false;
+    }
+    auto type = slotType(fusion.getResult(0).getType(), fusion);
+    if (failed(type))
+      return failure();
+    const std::string name = fusion.getKernel().str() + " (gemm+" + gemmEpilogueName(match.kind) + ")";
+    std::vector<int> out = builder.addKernel(name, kernel, {*a, *b, *bias}, {*type});
+    if (out.size() != 1)
+      return fail(fusion, builder.error()), failure();
+    slots[fusion.getResult(0)] = out[0];
+    if (folded_)
+      folded_->push_back(fusion.getKernel().str() + ": " + gemmEpilogueName(match.kind));
+    return true;
+  }
+
   LogicalResult addFusion(ir::FusionOp fusion) {
+    FailureOr<bool> folded = addGemmEpilogue(fusion);
+    if (failed(folded))
+      return failure();
+    if (*folded)
+      return success();
     std::string message;
     KernelBinding binding = bind(fusion, &message);
     if (!binding.kernel)
@@ -290,6 +357,9 @@ private:
   std::string *error;
   runtime::LaunchExecutable::Builder builder;
   llvm::DenseMap<Value, int> slots;
+  llvm::DenseMap<Operation *, std::pair<GemmEpilogueMatch, runtime::KernelHandle>> epilogues_; ///< fusion -> fold
+  llvm::DenseSet<Operation *> deferred_; ///< matmuls whose GEMM is their epilogue's launch
+  std::vector<std::string> *folded_ = nullptr;
 };
 
 } // namespace
@@ -306,8 +376,11 @@ std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func,
 
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, const KernelBinder &bind,
                                                            std::shared_ptr<const void> keepAlive, Device device,
-                                                           std::string *error) {
+                                                           std::string *error, const Target *target,
+                                                           std::vector<std::string> *folded) {
   ExecutableBuilder b(bind, error);
+  if (target)
+    b.findGemmEpilogues(func, *target, folded);
   b.setDevice(device);
   b.keepAlive(std::move(keepAlive));
   return b.build(func);

@@ -43,8 +43,13 @@ struct KernelBinding {
 using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
 
 /// buildExecutable with kernels chosen by `bind` instead of by name.
+/// `target` (optional): a kiln.fusion that is a GEMM epilogue of its
+/// kiln.matmul (matchGemmEpilogue) runs as the target's GEMM-with-epilogue
+/// launch (Target::gemmEpilogueKernel) instead of a GEMM and a kernel; each
+/// such fold is appended to `folded` as "<fusion>: <epilogue>".
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp func, const KernelBinder &bind,
                                                            std::shared_ptr<const void> keepAlive, Device device,
-                                                           std::string *error);
+                                                           std::string *error, const Target *target = nullptr,
+                                                           std::vector<std::string> *folded = nullptr);
 
 } // namespace kiln::codegen

@@ -308,12 +308,14 @@ void readReports(const PipelineResult &self, const ir::Graph &graph, CompiledGra
 
 /// The forward and backward executables of `self`, kernels chosen by `bind`.
 bool buildExecutables(const PipelineResult &self, const KernelBinder &bind, std::shared_ptr<const void> keepAlive,
-                      Device device, CompiledGraph *result, std::string *message) {
-  result->forward = buildExecutable(self.forward, bind, keepAlive, device, message);
+                      Device device, const Target &target, CompiledGraph *result, std::string *message) {
+  result->forward =
+      buildExecutable(self.forward, bind, keepAlive, device, message, &target, &result->gemm_epilogues);
   if (!result->forward)
     return false;
   if (self.backward) {
-    result->backward = buildExecutable(self.backward, bind, keepAlive, device, message);
+    result->backward =
+        buildExecutable(self.backward, bind, keepAlive, device, message, &target, &result->gemm_epilogues);
     if (!result->backward)
       return false;
   }
@@ -388,7 +390,7 @@ bool staticExecutables(StaticCompile &c, std::string *message) {
     return KernelBinding{c.library->handle(it->second, {}, isRowSplittable(fusion), why), {}, {},
                          inPlacePairs(fusion)};
   };
-  if (!buildExecutables(c.self, bind, c.library, c.options.device, &c.result, message))
+  if (!buildExecutables(c.self, bind, c.library, c.options.device, c.target, &c.result, message))
     return false;
   readReports(c.self, c.graph, &c.result);
   return true;
@@ -525,7 +527,7 @@ bool genericExecutables(GenericCompile &c, std::string *message) {
       return KernelBinding{keep->library->handle(it->second.first, scalars, false, why), {}, {}, {}};
     return KernelBinding{keep->library->handle(it->second.first, {}, false, why), scalars, {}, {}};
   };
-  if (!buildExecutables(c.self, bind, keep, c.options.device, &c.result, message))
+  if (!buildExecutables(c.self, bind, keep, c.options.device, c.target, &c.result, message))
     return false;
   readReports(c.self, c.graph, &c.result);
   c.result.dynamic = true;

@@ -19,6 +19,7 @@
 #include "kiln/codegen/CudaTarget.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -368,6 +369,21 @@ public:
     return finish(std::move(specs), std::move(source), &times, error);
   }
   CostModel costModel() const override { return CostModel{kH200BytesPerSecond, kH200F32FlopsPerSecond}; }
+  /// cuBLASLt's epilogue (the simulator applies the same math after its
+  /// GEMM; CudaBackend). KILN_GEMM_EPILOGUES=0 turns the folding off.
+  runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind) const override {
+    static const bool off = [] {
+      const char *v = std::getenv("KILN_GEMM_EPILOGUES");
+      return v && std::string(v) == "0";
+    }();
+    if (off)
+      return {};
+    auto kernel = std::make_shared<runtime::cuda::CompiledKernel>();
+    kernel->gemm_epilogue = kind == GemmEpilogueKind::Bias       ? runtime::cuda::GemmEpilogue::Bias
+                            : kind == GemmEpilogueKind::BiasRelu ? runtime::cuda::GemmEpilogue::BiasRelu
+                                                                 : runtime::cuda::GemmEpilogue::BiasGelu;
+    return runtime::KernelHandle{nullptr, false, kernel};
+  }
 
 private:
   static std::shared_ptr<KernelLibrary> finish(std::vector<KernelSpec> specs, std::string source,

@@ -251,6 +251,38 @@ TEST_F(CudaCompile, InferenceMlpMatchesCpuCompiled) {
   const std::vector<float> a = got.cpu().to_vector<float>(), b = want.to_vector<float>();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1 + std::abs(b[i]))) << i;
+  // Every Linear's bias and activation is in its GEMM's epilogue (cuBLASLt's
+  // BIAS / GELU_BIAS / RELU_BIAS; the simulator applies the same math).
+  const std::string report = compiled->describe(x.to(kCuda0));
+  EXPECT_NE(report.find("fusion_0: bias+gelu;"), std::string::npos) << report;
+  EXPECT_NE(report.find("fusion_1: bias+relu;"), std::string::npos) << report;
+  EXPECT_NE(report.find("fusion_2: bias;"), std::string::npos) << report;
+  std::printf("[cuda-compile] %s", report.c_str());
+}
+
+/// The same model with the epilogues folded (the simulator's GEMM with
+/// cuBLASLt's BIAS / GELU_BIAS / RELU_BIAS math) equals the unfused ops run
+/// eagerly on the same device (a GEMM, then the bias add and GELU kernels);
+/// against the unfused CPU graph: InferenceMlpMatchesCpuCompiled.
+TEST_F(CudaCompile, BiasGeluFoldedIntoTheGemmEpilogueEqualsUnfused) {
+  manual_seed(22);
+  auto model = make_epilogue_mlp();
+  model->eval();
+  model->to(kCuda0);
+  Tensor x = randn({6, 24}).to(kCuda0);
+  autograd::NoGradGuard no_grad;
+  Tensor unfused = model->forward(x);  // eager: the GEMM, then the bias add and GELU kernels
+  auto compiled = compile(model);
+  Tensor folded = compiled->forward(x);
+  EXPECT_EQ(compiled->stats().num_fusions, 3);
+  const std::vector<float> a = folded.cpu().to_vector<float>(), b = unfused.cpu().to_vector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-5 * (1 + std::abs(b[i]))) << i;
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / (1 + std::abs(b[i])));
+  }
+  std::printf("[cuda-compile] epilogue-folded vs eager: max |diff| / (1 + |ref|) = %.3g\n", worst);
 }
 
 } // namespace

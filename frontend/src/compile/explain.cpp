@@ -82,6 +82,10 @@ std::string CompiledModule::describe(const Tensor &input) const {
       os << " (" << g.backward->donating_arena_bytes() << " with the saved activations donated)";
     os << ", " << g.backward->num_launches() << " launches";
   }
+  if (!g.gemm_epilogues.empty()) {
+    os << "\n  GEMM epilogues (fused into the GEMM's store):";
+    for (const std::string &folded : g.gemm_epilogues) os << " " << folded << ";";
+  }
   os << "\n  fusion groups (" << g.fusions.size() << "):\n";
   int64_t read = 0, written = 0;
   for (const auto &f : g.fusions) {

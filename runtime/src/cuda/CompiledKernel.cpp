@@ -2,6 +2,7 @@
 // the module loaded once per device, and one launch's argument list.
 #include "kiln/runtime/cuda/CompiledKernel.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -13,6 +14,54 @@ const KernelFunction &CudaModule::function(DeviceApi &api, int device, size_t k)
   if (it == loaded_.end())
     it = loaded_.emplace(device, api.load_kernels(source_, names_)).first;
   return it->second.at(k);
+}
+
+const std::string &CompiledKernel::name() const {
+  static const std::string gemm = "gemm epilogue";
+  return module ? module->kernel_names().at(index) : gemm;
+}
+
+const char *gemm_epilogue_name(GemmEpilogue epilogue) {
+  switch (epilogue) {
+  case GemmEpilogue::None: return "none";
+  case GemmEpilogue::Bias: return "bias";
+  case GemmEpilogue::BiasRelu: return "bias+relu";
+  case GemmEpilogue::BiasGelu: return "bias+gelu";
+  }
+  return "?";
+}
+
+namespace {
+
+template <class T> void epilogue_rows(GemmEpilogue epilogue, const TensorView &bias, const TensorView &c) {
+  const int64_t M = c.sizes[0], N = c.sizes[1], bias_stride = bias.strides.empty() ? 1 : bias.strides[0];
+  const T *b = static_cast<const T *>(bias.data());
+  T *out = static_cast<T *>(c.data());
+  constexpr double kSqrt2OverPi = 0.79788456080286535588, kCubic = 0.044715;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double x = static_cast<double>(out[m * N + n]) + static_cast<double>(b[n * bias_stride]);
+      if (epilogue == GemmEpilogue::BiasRelu)
+        x = x < 0 ? 0.0 : x;
+      else if (epilogue == GemmEpilogue::BiasGelu)
+        x = 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+      out[m * N + n] = static_cast<T>(x);
+    }
+}
+
+} // namespace
+
+void apply_gemm_epilogue_on_host(GemmEpilogue epilogue, const TensorView &bias, const TensorView &c) {
+  if (c.sizes.size() != 2 || bias.sizes.size() != 1 || bias.sizes[0] != c.sizes[1] || bias.dtype != c.dtype)
+    throw std::invalid_argument(std::string("gemm epilogue ") + gemm_epilogue_name(epilogue) +
+                                ": expected c [M, N] and bias [N] of one dtype");
+  if (c.dtype == DType::Float32)
+    epilogue_rows<float>(epilogue, bias, c);
+  else if (c.dtype == DType::Float64)
+    epilogue_rows<double>(epilogue, bias, c);
+  else
+    throw std::invalid_argument(std::string("gemm epilogue ") + gemm_epilogue_name(epilogue) +
+                                ": float32 or float64 expected, got " + dtype_name(c.dtype));
 }
 
 namespace {

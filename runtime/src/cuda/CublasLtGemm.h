@@ -60,6 +60,14 @@ public:
   /// CudaError naming the cuBLASLt call and its status, std::invalid_argument
   /// for an unsupported dtype or layout (plan_gemm).
   void run(const TensorView &a, const TensorView &b, const TensorView &c, StreamHandle stream);
+  /// The same with a fused epilogue (CUBLASLT_MATMUL_DESC_EPILOGUE =
+  /// `epilogue`, a cublasLtEpilogue_t value: 4 BIAS, 6 RELU_BIAS, 36
+  /// GELU_BIAS) reading `bias` (N elements of c's dtype, device memory;
+  /// CUBLASLT_MATMUL_DESC_BIAS_POINTER). In the column-major product the
+  /// plan computes (D = c^T, N rows), cuBLASLt's per-row bias is c's
+  /// per-column bias[n]. 2-D only: throws std::invalid_argument otherwise.
+  void run_with_epilogue(const TensorView &a, const TensorView &b, const TensorView &c, int32_t epilogue,
+                         const void *bias, StreamHandle stream);
 
 private:
   void ensure_handle();

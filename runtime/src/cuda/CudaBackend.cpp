@@ -129,6 +129,10 @@ public:
       throw std::runtime_error("cuda backend: launch got a kernel without a CUDA function (a CPU kernel library's "
                                "kernel; compile the graph for the CUDA device: codegen's CUDA target)");
     const int index = stream.device().index;
+    if (!compiled->module) {
+      gemm_with_epilogue(*compiled, args, stream);
+      return;
+    }
     launch_compiled_kernel(*compiled, args, api(index), index, stream_handle(stream));
   }
   void gemm(const TensorView &a, const TensorView &b, const TensorView &c, Stream &stream) override {
@@ -156,6 +160,27 @@ public:
   }
 
 private:
+  /// c = epilogue(a x b + bias): cuBLASLt's epilogue on a GPU; on the
+  /// simulator the CPU's GEMM, then the same epilogue math on the host.
+  void gemm_with_epilogue(const CompiledKernel &k, const KernelArgs &args, Stream &stream) {
+    if (k.gemm_epilogue == GemmEpilogue::None || args.operands.size() != 3 || args.results.size() != 1)
+      throw std::runtime_error("cuda backend: a GEMM epilogue launch takes a, b, bias and one result");
+    const TensorView &a = *args.operands[0], &b = *args.operands[1], &bias = *args.operands[2];
+    const TensorView &c = *args.results[0];
+    if (!host_accessible_) {
+      PerDevice &d = at(stream.device().index);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!d.gemm) d.gemm = std::make_unique<CublasLtGemm>(*d.api);
+      }
+      d.gemm->run_with_epilogue(a, b, c, static_cast<int32_t>(k.gemm_epilogue), bias.data(), stream_handle(stream));
+      return;
+    }
+    host_fallback("gemm", stream);
+    cpu_backend()->gemm(a, b, c, cpu_stream());
+    apply_gemm_epilogue_on_host(k.gemm_epilogue, bias, c);
+  }
+
   PerDevice &at(int index) {
     if (index < 0 || index >= device_count())
       throw std::out_of_range("cuda backend: device index " + std::to_string(index) + " out of range (" +

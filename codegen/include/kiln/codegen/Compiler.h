@@ -95,6 +95,9 @@ struct CompiledGraph {
   /// Distinct kernel functions compiled for `fusions` (fusions whose kernels
   /// are identical up to their name share one).
   int num_distinct_kernels = 0;
+  /// Fusions the target folded into their GEMM's epilogue
+  /// (Target::gemmEpilogueKernel): "<fusion>: bias+gelu", in launch order.
+  std::vector<std::string> gemm_epilogues;
 
   /// kiln-autocast's report (empty/zero when CompileOptions::autocast is
   /// off): its dtype ("bf16"/"f16"), the kiln.convert ops it added (net,

@@ -78,6 +78,14 @@ struct KernelCompileTimes {
   double codegen_seconds = 0.0;  ///< the target's IR -> machine code (LLVM)
 };
 
+/// A GEMM epilogue a target may fold into its GEMM (codegen/GemmEpilogue.h
+/// matches them): what is applied to t = a x b + bias[n] before the store.
+enum class GemmEpilogueKind {
+  Bias,     ///< t (cuBLASLt: CUBLASLT_EPILOGUE_BIAS)
+  BiasRelu, ///< relu(t) (CUBLASLT_EPILOGUE_RELU_BIAS)
+  BiasGelu, ///< gelu(t, "tanh") (CUBLASLT_EPILOGUE_GELU_BIAS)
+};
+
 class Target {
 public:
   virtual ~Target() = default;
@@ -107,6 +115,15 @@ public:
   virtual std::shared_ptr<KernelLibrary> loadKernels(const std::string &object, const std::vector<std::string> &names,
                                                      std::string *error) const = 0;
   virtual CostModel costModel() const = 0;
+  /// The launch of a float32 GEMM with `kind` folded into its store:
+  /// operands a [M, K], b [K, N] (views with a unit stride in one of the two
+  /// dims), bias [N] contiguous; one result [M, N]. A null handle (the
+  /// default) when the target does not fold epilogues: the fusion then runs
+  /// as its own kernel after the GEMM.
+  virtual runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind) const {
+    (void)kind;
+    return {};
+  }
 };
 
 /// The CPU target (cpu/CpuTarget.cpp): linalg kernels, LLVM, ORC JIT.

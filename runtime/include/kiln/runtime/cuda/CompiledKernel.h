@@ -73,9 +73,25 @@ struct KernelArgSource {
   double value = 0.0;
 };
 
+/// A GEMM's fused epilogue (cuBLASLt's cublasLtEpilogue_t values): what is
+/// applied to each element of a x b before it is stored.
+enum class GemmEpilogue : int8_t {
+  None = 0,
+  Bias = 4,      ///< CUBLASLT_EPILOGUE_BIAS: + bias[n]
+  BiasRelu = 6,  ///< CUBLASLT_EPILOGUE_RELU_BIAS: max(x + bias[n], 0)
+  BiasGelu = 36, ///< CUBLASLT_EPILOGUE_GELU_BIAS: gelu_tanh(x + bias[n])
+};
+
+/// "bias", "bias+relu", "bias+gelu" (for names and errors).
+const char *gemm_epilogue_name(GemmEpilogue epilogue);
+
 /// One kernel of a graph: its module, its parameters and its launch shape
-/// (1-D grid and block, as codegen/cuda's LaunchRule).
+/// (1-D grid and block, as codegen/cuda's LaunchRule); or, with `module`
+/// null and `gemm_epilogue` set, a GEMM with a fused epilogue (operands a
+/// [M, K], b [K, N] (any unit-stride layout, as DeviceBackend::gemm), bias
+/// [N] contiguous; result c [M, N] contiguous; one float dtype).
 struct CompiledKernel {
+  GemmEpilogue gemm_epilogue = GemmEpilogue::None;
   std::shared_ptr<const CudaModule> module;
   size_t index = 0; ///< into module->kernel_names()
   std::vector<KernelArgSource> params;
@@ -87,8 +103,17 @@ struct CompiledKernel {
   uint32_t block_threads = 256;
   size_t dynamic_shared_bytes = 0;
 
-  const std::string &name() const { return module->kernel_names().at(index); }
+  const std::string &name() const;
 };
+
+/// The simulator's GEMM epilogue, on host-accessible memory after the GEMM
+/// wrote c [M, N] (contiguous): c[m, n] = f(c[m, n] + bias[n]) with f the
+/// identity, max(x, 0) (NaN kept) or cuBLASLt's GELU, the tanh
+/// approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+/// (cublasLt.h, CUBLASLT_EPILOGUE_GELU; Hendrycks & Gimpel 2016), each
+/// element computed in double and rounded once. float32 and float64; throws
+/// std::invalid_argument naming the dtype or shapes otherwise.
+void apply_gemm_epilogue_on_host(GemmEpilogue epilogue, const TensorView &bias, const TensorView &c);
 
 /// Launches `kernel` (a KernelHandle's native CompiledKernel) on `args` on
 /// CUDA device `device` (its DeviceApi `api`), ordered on `stream`: the
