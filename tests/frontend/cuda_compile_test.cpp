@@ -17,6 +17,7 @@
 #include "kiln/codegen/CudaTarget.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
+#include "models/cnn.h"
 #include "models/gpt.h"
 
 namespace kiln {
@@ -184,6 +185,18 @@ TEST_F(CudaCompile, GptWithHalfMemoryBudgetMatchesCpuCompiled) {
     auto gpt = make_gpt();
     Tensor x = labels(16, 11).reshape({2, 8}), y = labels(16, 11);
     return compiled_losses(gpt, [&](int) { return std::make_pair(x, y); }, d, 20, 3e-3, 1.0, options);
+  });
+}
+
+/// The zoo's residual digits CNN (examples/models/cnn.h: conv2d, batch_norm
+/// with its running statistics, max and average pooling) at a small width,
+/// 10 steps: convolution and pooling run through the CUDA backend's ops.
+TEST_F(CudaCompile, CnnTrainingMatchesCpuCompiledFor10Steps) {
+  expect_same_training([](Device d) {
+    manual_seed(16);
+    auto cnn = std::make_shared<models::DigitsCNN>(4);
+    Tensor x = rand({8, 1, 8, 8}), y = labels(8, 10);
+    return compiled_losses(cnn, [&](int) { return std::make_pair(x, y); }, d, 10, 1e-2, 1e9);
   });
 }
 
