@@ -134,6 +134,7 @@ std::string Options::str() const {
   std::ostringstream os;
   os << "budget=" << memory_budget << " remat=" << remat << " autocast=" << dtype_name(autocast)
      << " batch2=" << batch2;
+  if (compiled) os << " compiled=1";
   return os.str();
 }
 
@@ -149,7 +150,8 @@ Options Options::parse(const std::string &text) {
     else if (k == "remat") o.remat = v == "1";
     else if (k == "batch2") o.batch2 = std::stoll(v);
     else if (k == "autocast") o.autocast = v == "bfloat16" ? kBFloat16 : v == "float16" ? kFloat16 : kFloat32;
-    else throw Error("kiln-fuzz: unknown option '" + k + "' (budget, remat, autocast, batch2)");
+    else if (k == "compiled") o.compiled = v == "1";
+    else throw Error("kiln-fuzz: unknown option '" + k + "' (budget, remat, autocast, batch2, compiled)");
   }
   return o;
 }
@@ -300,8 +302,12 @@ Verdict check_on_device(const Program &p, const Options &o, uint64_t seed) {
   const std::vector<Tensor> inputs = make_inputs(p, p.batch, seed);
   std::vector<Tensor> device_inputs;
   for (const Tensor &t : inputs) device_inputs.push_back(t.to(o.device));
-  ProgramModule cpu(p, inputs, kFloat32), reference(p, inputs, kFloat64), dev(p, device_inputs, kFloat32);
+  ProgramModule cpu(p, inputs, kFloat32), reference(p, inputs, kFloat64);
+  auto dev = std::make_shared<ProgramModule>(p, device_inputs, kFloat32);
+  std::shared_ptr<nn::Module> run_dev = dev;
+  if (o.compiled) run_dev = compile(dev);
   std::vector<int64_t> batches{p.batch};
+  if (o.compiled) batches.push_back(p.batch);  // the second call runs the cached artifact
   if (o.batch2 > 0) batches.push_back(o.batch2);
   Verdict v;
   for (size_t call = 0; call < batches.size(); ++call) {
@@ -318,7 +324,7 @@ Verdict check_on_device(const Program &p, const Options &o, uint64_t seed) {
       return v;
     }
     try {
-      d = run_call(dev, dev.tensors(), x.to(o.device), p.inputs[0].requires_grad, call_seed, kFloat32);
+      d = run_call(*run_dev, dev->tensors(), x.to(o.device), p.inputs[0].requires_grad, call_seed, kFloat32);
     } catch (const std::exception &err) {
       v.status = Verdict::CompiledError;
       v.message = "call " + std::to_string(call + 1) + ": " + o.device.str() + " throws where cpu runs: " + err.what();

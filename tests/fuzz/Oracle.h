@@ -29,6 +29,11 @@ struct Options {
   /// program eagerly on the cpu (and float64 on the cpu), with the same rule;
   /// the compile options are unused (kiln-fuzz --device cuda-sim).
   Device device = kCPU;
+  /// With a device: the program compiled there (kiln::compile with the
+  /// device's target: the CUDA target on cuda) instead of run eagerly, two
+  /// calls (compile, then the cached artifact), against eager on the cpu
+  /// (kiln-fuzz --device cuda-sim --compiled).
+  bool compiled = false;
 
   std::string str() const;
   static Options parse(const std::string &text);

@@ -1,6 +1,6 @@
 // kiln-fuzz: random-graph differential testing of kiln::compile.
 //
-//   kiln-fuzz [--seed S|random] [--graphs N] [--device cpu|cuda-sim|cuda] [--graph K]
+//   kiln-fuzz [--seed S|random] [--graphs N] [--device cpu|cuda-sim|cuda [--compiled]] [--graph K]
 //             [--no-shrink] [--no-fork] [--max-failures F] [--verbose]
 //             [--exclude OP,OP...]
 //   kiln-fuzz --replay PROGRAM [--options OPTIONS] [--input-seed N]
@@ -38,13 +38,14 @@ struct Args {
   int max_failures = 10;
   std::vector<std::string> excluded;  ///< --exclude: ops never drawn
   Device device = kCPU;               ///< --device: cuda runs each program eagerly there against the cpu
+  bool compiled = false;              ///< --compiled (with --device): compiled there instead of eagerly
   std::string replay, replay_options;  ///< --replay: check one program (Program::str() form)
   uint64_t input_seed = 1;
 };
 
 [[noreturn]] void usage(const char *why) {
   std::fprintf(stderr,
-               "kiln-fuzz: %s\nusage: kiln-fuzz [--seed S|random] [--graphs N] [--device cpu|cuda-sim|cuda] [--graph K] "
+               "kiln-fuzz: %s\nusage: kiln-fuzz [--seed S|random] [--graphs N] [--device cpu|cuda-sim|cuda [--compiled]] [--graph K] "
                "[--no-shrink] [--no-fork] [--max-failures F] [--verbose] [--exclude OP,...]\n"
                "       kiln-fuzz --replay PROGRAM [--options OPTIONS] [--input-seed N]\n",
                why);
@@ -77,6 +78,8 @@ Args parse_args(int argc, char **argv) {
       } else if (d != "cpu") {
         usage(("unknown device '" + d + "' (cpu, cuda-sim or cuda)").c_str());
       }
+    } else if (k == "--compiled") {
+      a.compiled = true;
     } else if (k == "--no-shrink") {
       a.shrink = false;
     } else if (k == "--no-fork") {
@@ -153,8 +156,9 @@ Outcome run_graph(const Args &a, int k) {
   std::mt19937_64 rng(gs ^ 0x9e3779b97f4a7c15ull);
   Options o = Options::random(rng, p.batch);
   if (!a.device.is_cpu()) {
-    o = Options();  // eager on the device vs eager on the cpu: no compile options
+    o = Options();  // eager (or --compiled) on the device vs eager on the cpu: no compile options
     o.device = a.device;
+    o.compiled = a.compiled;
   }
   Outcome out;
   for (const Op &op : p.ops) out.ops.push_back(op.name);
