@@ -148,6 +148,15 @@ struct DDPOptions {
 /// and the averaged gradients are in .grad(). Buckets start in reverse
 /// registration order and are rebuilt once, after the first backward, in
 /// the order gradients became ready there (rank 0's order, broadcast).
+///
+/// Devices: every parameter on one device, the cpu or one CUDA device (a
+/// GPU's or the simulator's); the buckets, the bf16 hook's copies and the
+/// reducer's bookkeeping tensors (the model check, the rebuilt bucket order,
+/// the unused-parameter flags) live there. Gloo reduces cpu tensors in place
+/// and stages CUDA tensors through pinned host memory; NCCL takes CUDA
+/// tensors only. Throws kiln::Error naming the first parameter on another
+/// device than the first's, or the first parameter of a cpu model on an NCCL
+/// group. (A CUDA model trains eagerly: kiln::compile has no CUDA target yet.)
 class DistributedDataParallel : public nn::Module {
 public:
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {});

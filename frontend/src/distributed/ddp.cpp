@@ -39,21 +39,52 @@ void wait_or_throw(const std::shared_ptr<rd::Work> &w, const char *op) {
   }
 }
 
-/// Every rank's int64 values of `local` (same length on every rank).
-std::vector<std::vector<int64_t>> gather_ints(rd::ProcessGroup &g, const std::vector<int64_t> &local, const char *op) {
-  const auto n = static_cast<int64_t>(local.size());
-  Tensor in = zeros({std::max<int64_t>(n, 1)}, kInt64);
-  std::copy(local.begin(), local.end(), in.data_ptr<int64_t>());
+/// `values` as a 1-D int64 tensor (at least one element) on `device`.
+Tensor ints_on(const std::vector<int64_t> &values, Device device) {
+  Tensor host = zeros({std::max<int64_t>(static_cast<int64_t>(values.size()), 1)}, kInt64);
+  std::copy(values.begin(), values.end(), host.data_ptr<int64_t>());
+  return host.to(device);
+}
+
+/// The first `n` values of the int64 tensor `t` (any device).
+std::vector<int64_t> ints_of(const Tensor &t, size_t n) {
+  Tensor host = t.cpu();
+  return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + n);
+}
+
+/// Every rank's int64 values of `local` (same length on every rank),
+/// exchanged in tensors on `device` (the parameters': NCCL takes CUDA
+/// tensors only).
+std::vector<std::vector<int64_t>> gather_ints(rd::ProcessGroup &g, const std::vector<int64_t> &local, Device device,
+                                              const char *op) {
+  Tensor in = ints_on(local, device);
   std::vector<Tensor> outs;
   std::vector<runtime::TensorView> views;
   for (int r = 0; r < g.size(); ++r) {
-    outs.push_back(zeros({std::max<int64_t>(n, 1)}, kInt64));
+    outs.push_back(zeros(in.sizes(), kInt64, device));
     views.push_back(view_of(outs.back()));
   }
   wait_or_throw(g.allgather(views, view_of(in)), op);
   std::vector<std::vector<int64_t>> all;
-  for (const Tensor &t : outs) all.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
+  for (const Tensor &t : outs) all.push_back(ints_of(t, local.size()));
   return all;
+}
+
+/// The one device of the parameters (cpu when there are none), or
+/// kiln::Error naming the first parameter elsewhere; a CPU parameter on an
+/// NCCL group is an error too (NCCL reduces CUDA tensors only).
+Device parameters_device(const std::vector<Tensor> &params, const std::vector<std::string> &names,
+                         const std::string &backend) {
+  const Device device = params.empty() ? kCPU : params[0].device();
+  for (size_t i = 0; i < params.size(); ++i)
+    KILN_CHECK(params[i].device() == device, "DistributedDataParallel: parameter ", describe(names[i], params[i]),
+               " is on ", params[i].device().str(), " but parameter ", describe(names[0], params[0]), " is on ",
+               device.str(), " (expected every parameter on one device; move the module with .to(device))");
+  KILN_CHECK(backend != "nccl" || params.empty() || device.type == DeviceType::CUDA,
+             "DistributedDataParallel: parameter ", describe(names[0], params[0]), " is on ", device.str(),
+             " but the process group is nccl, which reduces CUDA tensors only (expected the module on cuda; ",
+             "move it with .to(Device(DeviceType::CUDA, rank % devices)) or use the gloo backend)");
+  return device;
 }
 
 } // namespace
@@ -74,6 +105,10 @@ struct DistributedDataParallel::Reducer {
   std::vector<Tensor> params;     // requiring grad, registration order
   std::vector<std::string> names;
   std::vector<Tensor> module_buffers;
+  /// Where the buckets and the reducer's bookkeeping tensors (the model
+  /// check, the rebuilt order, the unused-parameter flags) live: the
+  /// parameters' device.
+  Device device = kCPU;
   /// The parameters' AccumulateGrad nodes hold the hooks; the graph keeps
   /// them only weakly between backwards, so the reducer owns them (as c10d's).
   std::vector<std::shared_ptr<autograd::AccumulateGrad>> accumulators;
@@ -128,11 +163,11 @@ struct DistributedDataParallel::Reducer {
   void check_same_model() {
     std::vector<int64_t> hashes{static_cast<int64_t>(params.size())};
     for (size_t i = 0; i < params.size(); ++i) hashes.push_back(static_cast<int64_t>(fnv1a(describe(names[i], params[i]))));
-    auto counts = gather_ints(*group, {hashes[0]}, "checking the model");
+    auto counts = gather_ints(*group, {hashes[0]}, device, "checking the model");
     for (int r = 1; r < group->size(); ++r)
       KILN_CHECK(counts[r][0] == counts[0][0], "DistributedDataParallel: rank 0 has ", counts[0][0],
                  " parameters but rank ", r, " has ", counts[r][0], "; every rank must build the same model");
-    auto all = gather_ints(*group, hashes, "checking the model");
+    auto all = gather_ints(*group, hashes, device, "checking the model");
     for (size_t k = 1; k < hashes.size(); ++k)
       for (int r = 1; r < group->size(); ++r)
         if (all[r][k] != all[0][k]) {
@@ -141,7 +176,7 @@ struct DistributedDataParallel::Reducer {
           std::string mine = describe(names[k - 1], params[k - 1]);
           std::vector<int64_t> packed(kChars, 0);
           for (size_t c = 0; c < mine.size() && c < static_cast<size_t>(kChars); ++c) packed[c] = mine[c];
-          auto texts = gather_ints(*group, packed, "checking the model");
+          auto texts = gather_ints(*group, packed, device, "checking the model");
           auto text = [&](int q) {
             std::string s;
             for (int64_t c : texts[q]) if (c) s += static_cast<char>(c);
@@ -237,10 +272,10 @@ struct DistributedDataParallel::Reducer {
     }
     std::vector<char> globally_used(params.size(), 1);
     if (options.find_unused_parameters) {
-      Tensor u = zeros({static_cast<int64_t>(params.size())}, kInt32);
-      for (size_t i = 0; i < params.size(); ++i) u.data_ptr<int32_t>()[i] = used[i];
+      Tensor u = ints_on(std::vector<int64_t>(used.begin(), used.end()), device);
       wait_or_throw(group->allreduce(view_of(u), rd::ReduceOp::Max), "finding unused parameters");
-      for (size_t i = 0; i < params.size(); ++i) globally_used[i] = u.data_ptr<int32_t>()[i] != 0;
+      const std::vector<int64_t> any = ints_of(u, params.size());
+      for (size_t i = 0; i < params.size(); ++i) globally_used[i] = any[i] != 0;
     }
     autograd::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -316,13 +351,13 @@ struct DistributedDataParallel::Reducer {
     rebuilt = true;
     std::vector<int64_t> order(params.size());
     for (size_t i = 0; i < params.size(); ++i) order[i] = i < ready_order.size() ? static_cast<int64_t>(ready_order[i]) : -1;
-    Tensor t = zeros({static_cast<int64_t>(std::max<size_t>(params.size(), 1))}, kInt64);
-    std::copy(order.begin(), order.end(), t.data_ptr<int64_t>());
+    Tensor t = ints_on(order, device);
     wait_or_throw(group->broadcast(view_of(t), 0), "rebuilding the buckets");
+    const std::vector<int64_t> broadcast_order = ints_of(t, params.size());
     std::vector<size_t> rank0_order;
     std::vector<char> placed(params.size(), 0);
     for (size_t i = 0; i < params.size(); ++i) {
-      const int64_t p = t.data_ptr<int64_t>()[i];
+      const int64_t p = broadcast_order[i];
       if (p >= 0 && static_cast<size_t>(p) < params.size() && !placed[p]) rank0_order.push_back(static_cast<size_t>(p)), placed[p] = 1;
     }
     for (size_t i = params.size(); i-- > 0;)
@@ -349,6 +384,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       r.params.push_back(p);
     }
   r.module_buffers = module_->buffers();
+  r.device = parameters_device(r.params, r.names, r.group->backend_name());
   r.check_same_model();
   {
     autograd::NoGradGuard no_grad;
