@@ -13,7 +13,10 @@
 // (from 0) visits the digits in the order a single process shuffles them
 // in, rank r taking every world-size-th: with an even --train-size, W ranks
 // at batch B step on the same global batches as one process at batch W*B,
-// so they train the same parameters (up to float rounding).
+// so they train the same parameters (up to float rounding). With --device
+// cuda each rank trains a CUDA model (`KILN_CUDA_SIM=1 kilnrun
+// --nproc-per-node 2 kiln-train-digits --ddp --device cuda` on the simulator;
+// tests/tools/digits_ddp_cuda_sim.sh checks it against the cpu).
 // --train-size N: train on the first N digits of the training split only.
 // --save PATH: write the trained parameters (the MLP's state_dict) to PATH
 // as a Kiln safetensors checkpoint (kiln::save); rank 0 only under --ddp.
