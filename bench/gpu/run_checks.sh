@@ -39,9 +39,11 @@ tail -n 25 "$OUT/kiln-nccl-tests.log"
 # one rank per GPU, at most 2 (one H200: one rank; NCCL refuses two ranks of
 # one communicator on one GPU), 20 momentum-SGD steps of an MLP against one
 # cpu process on the global batch (1e-4 relative: cuBLASLt sums in another
-# order than the cpu); the same over Gloo staging with 2 and 3 ranks sharing
-# the GPU; the eager CUDA copy_ bit for bit against the cpu. Under a minute
-# (NVRTC compiles each rank's kernels once, then KILN_CACHE_DIR).
+# order than the cpu), and again with KILN_DISTRIBUTED_DEBUG=DETAIL (each
+# collective's fingerprint all-gathered through device memory first); the
+# same over Gloo staging with 2 and 3 ranks sharing the GPU; the eager CUDA
+# copy_ bit for bit against the cpu. Under a minute (NVRTC compiles each
+# rank's kernels once, then KILN_CACHE_DIR).
 echo "== kiln-ddp-cuda-tests (DDP over NCCL and Gloo, copy_)"
 timeout 150 "$B/kiln-ddp-cuda-tests" --gtest_brief=1 --gtest_filter='DDPCuda.Nccl*:DDPCuda.Eager*:CudaCopy.*' \
   --gtest_output="json:$OUT/kiln-ddp-cuda-tests.json" > "$OUT/kiln-ddp-cuda-tests.log" 2>&1

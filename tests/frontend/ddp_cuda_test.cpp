@@ -360,8 +360,11 @@ TEST(DDPCuda, ParametersOnTwoDevicesAreAnErrorNamingBoth) { EXPECT_EQ(run_ranks(
 
 /// Backend "nccl" on the GPU: one rank per GPU, at most 2 (one H200: one
 /// rank; NCCL rejects two ranks of one communicator on the same GPU,
-/// "Duplicate GPU detected"). Skips without NCCL and a GPU, with the reason;
-/// on the device script (KILN_TEST_REAL_CUDA=1) that is a failure.
+/// "Duplicate GPU detected"); then again with KILN_DISTRIBUTED_DEBUG=DETAIL,
+/// every collective's fingerprint all-gathered through device memory first
+/// (NcclOptions::check_fingerprints, exercised on one rank too). Skips
+/// without NCCL and a GPU, with the reason; on the device script
+/// (KILN_TEST_REAL_CUDA=1) that is a failure.
 TEST(DDPCuda, NcclOnTheGpuEqualsOneCpuProcessOnTheGlobalBatch) {
   const std::string why = runtime::distributed::nccl_unavailable_reason();
   if (!why.empty()) {
@@ -371,6 +374,8 @@ TEST(DDPCuda, NcclOnTheGpuEqualsOneCpuProcessOnTheGlobalBatch) {
   }
   const int world = std::min(2, kiln::cuda::device_count());
   EXPECT_EQ(run_ranks("nccl", world), std::vector<int>(world, 0)) << world << " ranks";
+  EXPECT_EQ(run_ranks("nccl", world, 180s, {{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}}), std::vector<int>(world, 0))
+      << world << " ranks, fingerprints checked";
 }
 
 } // namespace
