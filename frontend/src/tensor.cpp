@@ -502,6 +502,12 @@ Tensor &Tensor::fill_(double value) {
   return *this;
 }
 
+/// Copies `src` (broadcastable to this shape; any dtype, converted as
+/// Tensor::to; any device, brought over first) into this tensor in place,
+/// as torch's copy_. On CUDA: copy_cuda_into (any non-overlapping layout).
+/// Throws kiln::Error for an undefined source, a shape that does not
+/// broadcast, a tensor that requires grad under grad mode, and on CUDA a
+/// destination with a stride-0 dim of size > 1.
 Tensor &Tensor::copy_(const Tensor &src) {
   auto graph_break = check_inplace(*this, "copy_");
   KILN_CHECK(src.defined(), "copy_: source tensor is undefined");
