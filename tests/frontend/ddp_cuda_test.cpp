@@ -209,6 +209,32 @@ int bf16_hook(int rank, int world) {
   return d <= 2e-2 && d > 0 ? 0 : fail(1, "rank %d: bf16 hook differs by %g", rank, d);
 }
 
+/// KILN_DISTRIBUTED_DEBUG=DETAIL with rank 1 alone compressing its CUDA
+/// buckets to bfloat16: the one bucket's all-reduce (212 elements) is a
+/// desync (float32 vs bfloat16 elements), reported on every rank as a
+/// kiln::Error naming both collectives instead of a hang or garbage.
+int desync(int rank) {
+  const Device device = rank_device(rank);
+  auto model = make_model();
+  model->to(device);
+  dist::DDPOptions o;
+  if (rank == 1)
+    o.comm_hook = "bf16_compress";
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
+  auto [x, y] = batch(0);
+  try {
+    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, 2, device)), rows_of(y, rank, 2, device)).backward();
+    return fail(1, "rank %d: no error", rank);
+  } catch (const Error &e) {
+    const std::string what = e.what();
+    const bool named =
+        what.find("collective desync (KILN_DISTRIBUTED_DEBUG=DETAIL): rank 0 runs allreduce") != std::string::npos &&
+        what.find("(float32, 212 elements) but rank 1 runs allreduce") != std::string::npos &&
+        what.find("(bfloat16, 212 elements)") != std::string::npos;
+    return named ? 0 : fail(2, "rank %d: unexpected error: %s", rank, e.what());
+  }
+}
+
 /// Parameters on two devices: a kiln::Error naming both (one rank).
 int mixed_devices(int rank) {
   auto model = std::make_shared<TwoHeads>();
@@ -253,6 +279,8 @@ int rank_main(const std::string &test_case, int rank, int world) {
     return bf16_hook(rank, world);
   if (test_case == "mixed")
     return mixed_devices(rank);
+  if (test_case == "desync")
+    return desync(rank);
   return 99;
 }
 
@@ -354,6 +382,10 @@ TEST(DDPCuda, FindUnusedParametersAndTheBf16CompressionHook) {
 /// the CUDA buckets) and the run still equals the single process.
 TEST(DDPCuda, DebugModeFingerprintsEveryCollective) {
   EXPECT_EQ(run_ranks("debug", 2, 180s, {{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}}), std::vector<int>(2, 0));
+}
+
+TEST(DDPCuda, DebugModeReportsADesyncOfTheCudaBucketsOnEveryRank) {
+  EXPECT_EQ(run_ranks("desync", 2, 180s, {{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}}), std::vector<int>(2, 0));
 }
 
 TEST(DDPCuda, ParametersOnTwoDevicesAreAnErrorNamingBoth) { EXPECT_EQ(run_ranks("mixed", 1), std::vector<int>{0}); }
