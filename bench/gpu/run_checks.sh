@@ -50,6 +50,18 @@ timeout 150 "$B/kiln-ddp-cuda-tests" --gtest_brief=1 --gtest_filter='DDPCuda.Ncc
 rc=$?
 grep -E "parameters within|Skipped|Failure|FAILED|PASSED" "$OUT/kiln-ddp-cuda-tests.log" | tail -n 25
 [ $rc -eq 0 ] || status=1
+# The digits main job under kilnrun with NCCL DDP on the GPU (one rank, 16
+# AdamW steps) against the same training on the cpu; AdamW's normalized
+# steps amplify the GEMMs' rounding differences, hence 2e-3 of each
+# tensor's scale (tests/tools/compare_safetensors.py).
+echo "== digits: kilnrun, DDP over NCCL on the GPU vs the cpu"
+digits=(--epochs 1 --train-size 256 --batch-size 16)
+timeout 90 "$B/kilnrun" --nproc-per-node 1 "$B/kiln-train-digits" --ddp --backend nccl --device cuda "${digits[@]}" \
+  --save "$OUT/digits_nccl.safetensors" 2>&1 | tail -n 3 | tee "$OUT/digits_nccl.txt"
+timeout 60 "$B/kiln-train-digits" --eager "${digits[@]}" --save "$OUT/digits_cpu.safetensors" > /dev/null 2>&1
+python3 tests/tools/compare_safetensors.py "$OUT/digits_nccl.safetensors" "$OUT/digits_cpu.safetensors" --rtol 2e-3 |
+  tee -a "$OUT/digits_nccl.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== digits on the GPU (2 epochs)"
 timeout 90 "$B/kiln-train-digits" --device cuda --epochs 2 2>&1 | tail -n 4 | tee "$OUT/digits.txt"
 echo "== eager benchmarks"
