@@ -2,7 +2,9 @@
 // rank with the same per-rank batch (weak scaling: ideal ratio 1.0), and
 // the fraction of all-reduce time hidden behind the compiled backward (the
 // part of each bucket's all-reduce that ran before the backward's last
-// kernel ended, from the profiler's kernel events and Work timestamps).
+// kernel ended, from the profiler's kernel events and Work timestamps:
+// test_support::measure_allreduce_overlap, the measure the overlap test
+// prints).
 // The model: six 512x512 Linear+ReLU layers, compiled, per-rank batch 128,
 // SGD. Every rank runs with OMP_NUM_THREADS=1, so 2 ranks use the 2 cores a
 // CI machine has and 1 rank uses one.
@@ -12,9 +14,6 @@
 // Ranks are this program re-run with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
 // (kilnrun's environment); rank 0 writes its numbers to a file the parent
 // reads.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed_support.h" // tests/support: free_port, measure_allreduce_overlap
 #include "kiln/kiln.h"
 #include "kiln/runtime/Profiler.h"
 
@@ -68,30 +68,17 @@ RankResult run_rank(int steps) {
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!measured) continue;
     times.push_back(dt);
-    const auto now = Clock::now();
-    const double now_us = profiler.now_us();
-    auto us = [&](Clock::time_point t) { return now_us - std::chrono::duration<double, std::micro>(now - t).count(); };
-    double bwd_start = -1, bwd_end = -1, last_kernel_end = -1;
-    const auto events = profiler.events();
-    for (const auto &e : events)
-      if (e.category == "step" && e.name.rfind("backward", 0) == 0) bwd_start = e.start_us, bwd_end = e.start_us + e.duration_us;
-    for (const auto &e : events)
-      if (e.category == "kernel" && e.start_us >= bwd_start && e.start_us <= bwd_end)
-        last_kernel_end = std::max(last_kernel_end, e.start_us + e.duration_us);
+    const auto overlap = test_support::measure_allreduce_overlap(profiler, *ddp);
     profiler.stop_and_write("/dev/null");
-    double total = 0, before = 0;
-    for (const auto &t : ddp->last_timings()) {
-      const double a = us(t.start), b = us(t.end);
-      total += b - a;
-      before += std::max(0.0, std::min(b, last_kernel_end) - a);
-    }
+    if (!overlap) throw Error("kiln-bench-ddp: no compiled backward in the profile of step " + std::to_string(s));
     if (dist::get_world_size() > 1) {
-      hidden.push_back(total > 0 ? before / total : 0);
-      comm.push_back(total * 1e-6);
+      hidden.push_back(overlap->hidden_fraction());
+      comm.push_back(overlap->allreduce_us * 1e-6);
     }
     if (rank == 0 && (s - 4) % 5 == 0)
-      std::printf("world %d step %d: %.2f ms, all-reduce %.2f ms, %.0f%% hidden\n", dist::get_world_size(), s - 4,
-                  dt * 1e3, total * 1e-3, total > 0 ? 100 * before / total : 0.0);
+      std::printf("world %d step %d: %.2f ms (backward %.2f ms), all-reduce %.2f ms, %.0f%% hidden\n",
+                  dist::get_world_size(), s - 4, dt * 1e3, overlap->backward_us * 1e-3, overlap->allreduce_us * 1e-3,
+                  100 * overlap->hidden_fraction());
   }
   auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
@@ -103,21 +90,9 @@ RankResult run_rank(int steps) {
   return r;
 }
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 /// Runs `world` ranks of this program; rank 0's numbers.
 RankResult run_world(int world, int steps, const std::string &self) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(test_support::free_port());
   const std::string out = "/tmp/kiln-bench-ddp-" + std::to_string(::getpid()) + "-" + std::to_string(world);
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
