@@ -41,6 +41,7 @@ struct RankResult {
   double step_s = 0;          // median step time
   double hidden_fraction = 0; // all-reduce time before the backward's last kernel end / all-reduce time
   double allreduce_s = 0;     // median all-reduce time per step (sum over buckets)
+  size_t buckets = 0;         // the bucket plan's size (after the rebuild)
 };
 
 RankResult run_rank(int steps) {
@@ -85,7 +86,7 @@ RankResult run_rank(int steps) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  RankResult r{median(times), median(hidden), median(comm)};
+  RankResult r{median(times), median(hidden), median(comm), ddp->bucket_indices().size()};
   dist::destroy_process_group();
   return r;
 }
@@ -117,7 +118,7 @@ RankResult run_world(int world, int steps, const std::string &self) {
   }
   RankResult r;
   std::ifstream in(out);
-  if (!(in >> r.step_s >> r.hidden_fraction >> r.allreduce_s)) throw Error("no result from rank 0 in " + out);
+  if (!(in >> r.step_s >> r.hidden_fraction >> r.allreduce_s >> r.buckets)) throw Error("no result from rank 0 in " + out);
   std::remove(out.c_str());
   return r;
 }
@@ -139,7 +140,7 @@ int main(int argc, char **argv) {
       RankResult r = run_rank(steps);
       if (std::getenv("RANK") && std::string(std::getenv("RANK")) == "0") { // the group is destroyed by now
         std::ofstream f(child_out);
-        f << r.step_s << " " << r.hidden_fraction << " " << r.allreduce_s << "\n";
+        f << r.step_s << " " << r.hidden_fraction << " " << r.allreduce_s << " " << r.buckets << "\n";
       }
       return 0;
     }
@@ -155,13 +156,13 @@ int main(int argc, char **argv) {
                  "{\n  \"benchmark\": \"ddp_step\", \"model\": \"6x Linear(512,512)+ReLU, compiled\", \"per_rank_batch\": %lld,\n"
                  "  \"steps\": %d, \"transport\": \"gloo tcp loopback\", \"omp_threads_per_rank\": 1,\n"
                  "  \"step_s_1_rank\": %.6f, \"step_s_2_ranks\": %.6f, \"two_over_one_step_time\": %.3f,\n"
-                 "  \"allreduce_s_per_step_2_ranks\": %.6f, \"hidden_fraction_2_ranks\": %.3f\n}\n",
+                 "  \"allreduce_s_per_step_2_ranks\": %.6f, \"buckets\": %zu, \"hidden_fraction_2_ranks\": %.3f\n}\n",
                  static_cast<long long>(kRows), steps, one.step_s, two.step_s, two.step_s / one.step_s, two.allreduce_s,
-                 two.hidden_fraction);
+                 two.buckets, two.hidden_fraction);
     std::fclose(f);
-    std::printf("1 rank %.2f ms/step, 2 ranks %.2f ms/step (ratio %.2f); all-reduce %.2f ms/step, %.0f%% hidden "
-                "behind the compiled backward; wrote %s\n",
-                one.step_s * 1e3, two.step_s * 1e3, two.step_s / one.step_s, two.allreduce_s * 1e3,
+    std::printf("1 rank %.2f ms/step, 2 ranks %.2f ms/step (ratio %.2f); all-reduce %.2f ms/step in %zu buckets, "
+                "%.0f%% hidden behind the compiled backward; wrote %s\n",
+                one.step_s * 1e3, two.step_s * 1e3, two.step_s / one.step_s, two.allreduce_s * 1e3, two.buckets,
                 100 * two.hidden_fraction, out_path.c_str());
     return 0;
   } catch (const std::exception &e) {

@@ -24,6 +24,7 @@
 #include "distributed_ranks.h"
 #include "distributed_support.h"
 #include "kiln/runtime/Profiler.h"
+#include "kiln/runtime/distributed/Store.h" // HashStore
 
 namespace kiln::distributed_test {
 namespace {
@@ -385,6 +386,32 @@ TEST(DistributedDataParallel, ARankThatExitsOrHangsFailsTheOtherWithinTheTimeout
   auto hung = run_ranks("hang", 2, 20s);
   EXPECT_EQ(hung[0], 0);          // failed with kiln::Error within 2 + 5 s
   EXPECT_EQ(hung[1], -SIGKILL);   // the hanging rank, killed by the test after its limit
+}
+
+/// The bucket plan on a one-rank group (no peers needed): six 512x512
+/// Linear layers (1 MiB + 2 KiB of float32 gradients each, 6 MiB in all).
+/// The first bucket closes at its 1 MiB cap (the last layer); the others at
+/// a quarter of all the bytes (1.5 MiB: two layers each), so the bucket
+/// launched last holds only the first layer, not the 5 MiB that the 25 MiB
+/// cap alone would leave there. A smaller bucket_cap_mb still rules.
+TEST(DistributedDataParallel, BucketsAfterTheFirstHoldAtMostAQuarterOfTheGradientBytes) {
+  auto six_layers = [] {
+    manual_seed(11);
+    auto model = std::make_shared<nn::Sequential>();
+    for (int l = 0; l < 6; ++l) model->push_back(std::make_shared<nn::Linear>(512, 512));
+    return model;
+  };
+  using Plan = std::vector<std::vector<size_t>>; // parameter indices: layer l's weight 2l, bias 2l + 1
+  dist::init_process_group(std::make_shared<runtime::distributed::HashStore>(), 0, 1);
+  EXPECT_EQ(dist::DistributedDataParallel(six_layers()).bucket_indices(),
+            (Plan{{11, 10}, {9, 8, 7, 6}, {5, 4, 3, 2}, {1, 0}}));
+  dist::DDPOptions small;
+  small.bucket_cap_mb = 0.5; // below the quarter: one layer per bucket
+  EXPECT_EQ(dist::DistributedDataParallel(six_layers(), small).bucket_indices(),
+            (Plan{{11, 10}, {9, 8}, {7, 6}, {5, 4}, {3, 2}, {1, 0}}));
+  // A model smaller than the first bucket's cap: one bucket.
+  EXPECT_EQ(dist::DistributedDataParallel(make_model()).bucket_indices(), (Plan{{3, 2, 1, 0}}));
+  dist::destroy_process_group();
 }
 
 /// What a kilnrun job printed and how it ended.
