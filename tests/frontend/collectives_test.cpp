@@ -19,14 +19,17 @@ int collectives_rank(int rank, int world) {
   Tensor t = full({3}, double(rank + 1), kFloat32);
   dist::all_reduce(t, dist::ReduceOp::Sum);
   const float expected = float(world * (world + 1) / 2);
-  if (t.data_ptr<float>()[2] != expected) return 1;
+  if (t.data_ptr<float>()[2] != expected)
+    return 1;
   Tensor b = full({2}, double(rank), kInt64);
   dist::broadcast(b, world - 1);
-  if (b.data_ptr<int64_t>()[0] != world - 1) return 2;
+  if (b.data_ptr<int64_t>()[0] != world - 1)
+    return 2;
   std::vector<Tensor> all;
   dist::all_gather(all, full({1}, double(rank * 10), kFloat64));
   for (int r = 0; r < world; ++r)
-    if (all[r].data_ptr<double>()[0] != r * 10) return 3;
+    if (all[r].data_ptr<double>()[0] != r * 10)
+      return 3;
   dist::barrier();
   return 0;
 }
@@ -46,20 +49,19 @@ int cuda_sim_rank(int rank, int world) {
   Tensor cpu_sum = full({5}, double(rank) + 0.5, kFloat32), cuda_sum = cpu_sum.to(cuda0);
   dist::all_reduce(cpu_sum, dist::ReduceOp::Sum);
   dist::all_reduce(cuda_sum, dist::ReduceOp::Sum);
-  if (cuda_sum.device() != cuda0 || cuda_sum.cpu().to_vector<float>() != cpu_sum.to_vector<float>()) return 11;
+  if (cuda_sum.device() != cuda0 || cuda_sum.cpu().to_vector<float>() != cpu_sum.to_vector<float>())
+    return 11;
   Tensor cpu_b = full({3}, double(rank * 7), kInt64), cuda_b = cpu_b.to(cuda0);
   dist::broadcast(cpu_b, world - 1);
   dist::broadcast(cuda_b, world - 1);
-  if (cuda_b.cpu().to_vector<int64_t>() != cpu_b.to_vector<int64_t>()) return 12;
+  if (cuda_b.cpu().to_vector<int64_t>() != cpu_b.to_vector<int64_t>())
+    return 12;
   return 0;
 }
 
-
 const bool registered = register_rank_cases({{"collectives", collectives_rank}, {"cuda_sim", cuda_sim_rank}});
 
-TEST(DistributedDataParallel, CollectivesOnTensors) {
-  EXPECT_EQ(run_ranks("collectives", 3), std::vector<int>(3, 0));
-}
+TEST(DistributedDataParallel, CollectivesOnTensors) { EXPECT_EQ(run_ranks("collectives", 3), std::vector<int>(3, 0)); }
 
 TEST(DistributedDataParallel, CudaTensorCollectivesOnGlooEqualTheCpuResultsOnTheSimulator) {
   EXPECT_EQ(run_ranks("cuda_sim", 3, 120s), std::vector<int>(3, 0));
@@ -75,7 +77,8 @@ TEST(DistributedDataParallel, BackendNcclWithoutAGpuIsAClearErrorAndAnUnknownBac
         << e.what();
   }
   const std::string why = runtime::distributed::nccl_unavailable_reason();
-  if (why.empty()) GTEST_SKIP() << "NCCL can run here (this checks the error without it)";
+  if (why.empty())
+    GTEST_SKIP() << "NCCL can run here (this checks the error without it)";
   try {
     dist::init_process_group(store, 0, 1, 5s, "nccl");
     FAIL() << "an NCCL group without NCCL";
@@ -116,7 +119,6 @@ TEST(DistributedSampler, ShardsAreDisjointCoverTheDataAndAreEqualInSize) {
   ASSERT_EQ(shard->size(), 5);
   EXPECT_EQ(shard->get(1).target.data_ptr<int64_t>()[0], a.indices()[1]);
 }
-
 
 } // namespace
 } // namespace kiln::distributed_test

@@ -59,7 +59,8 @@ int unused_head(int rank, int world) {
     ref_opt.zero_grad();
     nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
     nn::functional::mse_loss(reference->forward(x), y).backward();
-    if (model->unused->weight.grad().defined()) return 3; // no rank used it: left undefined, as torch
+    if (model->unused->weight.grad().defined())
+      return 3; // no rank used it: left undefined, as torch
     opt.step();
     ref_opt.step();
   }
@@ -85,7 +86,8 @@ int bf16_hook(int rank, int world) {
     ref_opt.step();
   }
   const double d = max_rel_diff(*model, *reference);
-  if (d > 2e-2 || d == 0) return std::fprintf(stderr, "rank %d: bf16 hook differs by %g\n", rank, d), 1;
+  if (d > 2e-2 || d == 0)
+    return std::fprintf(stderr, "rank %d: bf16 hook differs by %g\n", rank, d), 1;
   return 0;
 }
 
@@ -96,7 +98,8 @@ int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptio
   auto model = make_model();
   auto reference = make_model();
   std::shared_ptr<nn::Module> wrapped = model;
-  if (compile_options) wrapped = kiln::compile(model, *compile_options);
+  if (compile_options)
+    wrapped = kiln::compile(model, *compile_options);
   auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped, options);
   optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
@@ -109,7 +112,9 @@ int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptio
       // equal parts is the mean): the first two without sync.
       {
         auto guard = ddp->no_sync();
-        for (int m = 0; m < 2; ++m) (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3)).backward();
+        for (int m = 0; m < 2; ++m)
+          (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3))
+              .backward();
       }
       (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3)).backward();
     } else {
@@ -124,7 +129,8 @@ int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptio
     std::fprintf(stderr, "rank %d: parameters differ from the single process by %g\n", rank, diff);
     return 1;
   }
-  if (ddp->bucket_indices().empty()) return 2;
+  if (ddp->bucket_indices().empty())
+    return 2;
   return 0;
 }
 
@@ -158,8 +164,8 @@ int dropout_equal(int rank, int world, const CompileOptions *compile_options) {
     Tensor total;
     for (int r = 0; r < world; ++r) {
       manual_seed(seed(s, r));
-      Tensor l = nn::functional::mse_loss(ref_wrapped->forward(rows_of(x, r, world)), rows_of(y, r, world)) *
-                 (1.0 / world);
+      Tensor l =
+          nn::functional::mse_loss(ref_wrapped->forward(rows_of(x, r, world)), rows_of(y, r, world)) * (1.0 / world);
       total = total.defined() ? total + l : l;
     }
     total.backward();
@@ -167,7 +173,8 @@ int dropout_equal(int rank, int world, const CompileOptions *compile_options) {
     ref_opt.step();
   }
   const double diff = max_rel_diff(*model, *reference);
-  if (diff > 1e-5) return std::fprintf(stderr, "rank %d: dropout run differs by %g\n", rank, diff), 1;
+  if (diff > 1e-5)
+    return std::fprintf(stderr, "rank %d: dropout run differs by %g\n", rank, diff), 1;
   return 0;
 }
 
@@ -195,16 +202,20 @@ int compiled_overlap(int rank, int world) {
     manual_seed(static_cast<uint64_t>(100 + s));
     Tensor x = randn({kRows * world, kWidth}), y = randn({kRows * world, kWidth});
     ddp->zero_grad();
-    if (s >= 4) profiler.start();
+    if (s >= 4)
+      profiler.start();
     nn::functional::mse_loss(ddp->forward(x.narrow(0, rank * kRows, kRows).contiguous()),
                              y.narrow(0, rank * kRows, kRows).contiguous())
         .backward();
-    if (s < 4) continue;
+    if (s < 4)
+      continue;
     const auto overlap = test_support::measure_allreduce_overlap(profiler, *ddp);
     std::string error;
     profiler.stop_and_write("/dev/null", &error);
-    if (!overlap) return std::fprintf(stderr, "rank %d: no compiled backward profiled\n", rank), 2;
-    if (overlap->buckets < 2) return std::fprintf(stderr, "rank %d: %zu buckets, expected several\n", rank, overlap->buckets), 3;
+    if (!overlap)
+      return std::fprintf(stderr, "rank %d: no compiled backward profiled\n", rank), 2;
+    if (overlap->buckets < 2)
+      return std::fprintf(stderr, "rank %d: %zu buckets, expected several\n", rank, overlap->buckets), 3;
     std::fprintf(stderr,
                  "rank %d step %d: backward %.0f us, first bucket's all-reduce starts %.0f us before its last kernel "
                  "ends; %.0f%% of %zu buckets' all-reduce time before that end\n",
@@ -235,7 +246,8 @@ int exit_or_hang(bool hang, int rank, int world) {
   auto ddp = std::make_shared<dist::DistributedDataParallel>(make_model());
   for (int s = 0;; ++s) {
     if (rank == 1 && s == 3) {
-      if (!hang) ::_exit(7);
+      if (!hang)
+        ::_exit(7);
       std::this_thread::sleep_for(3600s);
     }
     auto [x, y] = batch(s);
@@ -247,7 +259,8 @@ int exit_or_hang(bool hang, int rank, int world) {
       std::fprintf(stderr, "rank %d failed after %.2f s: %s\n", rank, waited, e.what());
       return waited < 2.0 + 5.0 ? 0 : 4; // KILN_DISTRIBUTED_TIMEOUT_S=2 plus 5 s
     }
-    if (s > 5) return 5;
+    if (s > 5)
+      return 5;
   }
 }
 
@@ -272,7 +285,8 @@ volatile std::sig_atomic_t got_sigterm = 0;
 int fails_under_kilnrun(const std::string &fault, int rank, int world) {
   using clock = std::chrono::steady_clock;
   const bool faulty = rank == world - 1;
-  if (!faulty) std::signal(SIGTERM, [](int) { got_sigterm = 1; });
+  if (!faulty)
+    std::signal(SIGTERM, [](int) { got_sigterm = 1; });
   if (const char *dir = std::getenv("KILN_DDP_TEST_PID_DIR"))
     std::ofstream(std::string(dir) + "/pid." + std::to_string(rank)) << ::getpid() << "\n";
   const double deadline_s = std::atof(std::getenv("KILN_DISTRIBUTED_TIMEOUT_S")) + 5.0;
@@ -283,9 +297,12 @@ int fails_under_kilnrun(const std::string &fault, int rank, int world) {
     try {
       Tensor loss = nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world));
       if (faulty && s == 3) {
-        if (fault == "exit") ::_exit(7);
-        if (fault == "kill") ::raise(SIGKILL);
-        for (;;) ::pause(); // "hang": until kilnrun's SIGTERM
+        if (fault == "exit")
+          ::_exit(7);
+        if (fault == "kill")
+          ::raise(SIGKILL);
+        for (;;)
+          ::pause(); // "hang": until kilnrun's SIGTERM
       }
       loss.backward();
     } catch (const Error &e) {
@@ -338,7 +355,8 @@ const bool registered = register_rank_cases({
 });
 
 TEST(DistributedDataParallel, TwentyStepsOnTwoAndThreeRanksEqualOneProcessOnTheGlobalBatch) {
-  for (int world : {2, 3}) EXPECT_EQ(run_ranks("equal", world), std::vector<int>(world, 0)) << world << " ranks";
+  for (int world : {2, 3})
+    EXPECT_EQ(run_ranks("equal", world), std::vector<int>(world, 0)) << world << " ranks";
 }
 
 TEST(DistributedDataParallel, OneBucketPerParameterWithGradientsAsBucketViews) {
@@ -384,8 +402,8 @@ TEST(DistributedDataParallel, ARankThatExitsOrHangsFailsTheOtherWithinTheTimeout
   EXPECT_EQ(exited[0], 0);
   EXPECT_EQ(exited[1], 7);
   auto hung = run_ranks("hang", 2, 20s);
-  EXPECT_EQ(hung[0], 0);          // failed with kiln::Error within 2 + 5 s
-  EXPECT_EQ(hung[1], -SIGKILL);   // the hanging rank, killed by the test after its limit
+  EXPECT_EQ(hung[0], 0);        // failed with kiln::Error within 2 + 5 s
+  EXPECT_EQ(hung[1], -SIGKILL); // the hanging rank, killed by the test after its limit
 }
 
 /// The bucket plan on a one-rank group (no peers needed): six 512x512
@@ -398,7 +416,8 @@ TEST(DistributedDataParallel, BucketsAfterTheFirstHoldAtMostAQuarterOfTheGradien
   auto six_layers = [] {
     manual_seed(11);
     auto model = std::make_shared<nn::Sequential>();
-    for (int l = 0; l < 6; ++l) model->push_back(std::make_shared<nn::Linear>(512, 512));
+    for (int l = 0; l < 6; ++l)
+      model->push_back(std::make_shared<nn::Linear>(512, 512));
     return model;
   };
   using Plan = std::vector<std::vector<size_t>>; // parameter indices: layer l's weight 2l, bias 2l + 1
@@ -435,8 +454,10 @@ bool gone_with_its_group(pid_t pid, std::chrono::milliseconds limit) {
   for (;;) {
     const bool pid_gone = ::kill(pid, 0) != 0 && errno == ESRCH;
     const bool group_gone = ::kill(-pid, 0) != 0 && errno == ESRCH;
-    if (pid_gone && group_gone) return true;
-    if (std::chrono::steady_clock::now() > until) return false;
+    if (pid_gone && group_gone)
+      return true;
+    if (std::chrono::steady_clock::now() > until)
+      return false;
     std::this_thread::sleep_for(20ms);
   }
 }
@@ -505,9 +526,9 @@ double rank0_failure_seconds(const std::string &out) {
 TEST(DistributedDataParallel, UnderKilnrunARankThatDiesOrHangsMidStepFailsTheJobWithoutOrphans) {
   struct Fault {
     const char *test_case;
-    int code;              ///< kilnrun's exit code
-    int failed_rank;       ///< the rank kilnrun names
-    const char *how;       ///< how kilnrun says it ended
+    int code;        ///< kilnrun's exit code
+    int failed_rank; ///< the rank kilnrun names
+    const char *how; ///< how kilnrun says it ended
   };
   const Fault faults[] = {
       {"kilnrun_exit", 7, 1, "exited with code 7"},
@@ -529,10 +550,12 @@ TEST(DistributedDataParallel, UnderKilnrunARankThatDiesOrHangsMidStepFailsTheJob
     const double failed_after = rank0_failure_seconds(job.err); // the ranks' stderr is kilnrun's
     EXPECT_GE(failed_after, 0) << "rank 0 did not fail with a kiln::Error:\n" << job.err;
     EXPECT_LE(failed_after, 2.0 + 5.0) << job.err; // the group's timeout + 5 s
-    for (pid_t p : job.ranks) EXPECT_TRUE(gone_with_its_group(p, 2000ms)) << "rank pid " << p << " or its group is alive";
+    for (pid_t p : job.ranks)
+      EXPECT_TRUE(gone_with_its_group(p, 2000ms)) << "rank pid " << p << " or its group is alive";
     std::printf("%s: kilnrun exited %d in %.1f s; rank 0 failed after %.2f s; %s\n", f.test_case, job.code, secs,
                 failed_after, named.c_str());
-    if (std::getenv("KILN_DDP_TEST_VERBOSE")) std::printf("%s", job.err.c_str());
+    if (std::getenv("KILN_DDP_TEST_VERBOSE"))
+      std::printf("%s", job.err.c_str());
   }
 }
 

@@ -22,7 +22,8 @@ namespace kiln::distributed_test {
 std::shared_ptr<nn::Module> make_model(int64_t hidden) {
   manual_seed(7);
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(kIn, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, kOut)});
+      std::make_shared<nn::Linear>(kIn, hidden), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(hidden, kOut)});
 }
 
 /// The global batch of step `s`: x [12, 8], y [12, 4].
@@ -73,7 +74,8 @@ constexpr int kUnknownCase = 99, kCaseThrew = 98;
 
 TEST(DDPRank, Run) {
   const char *test_case = std::getenv("KILN_DDP_TEST_CASE");
-  if (!test_case) GTEST_SKIP() << "the rank side of the DistributedDataParallel tests (run by them)";
+  if (!test_case)
+    GTEST_SKIP() << "the rank side of the DistributedDataParallel tests (run by them)";
   const int rank = std::atoi(std::getenv("RANK")), world = std::atoi(std::getenv("WORLD_SIZE"));
   int code = kCaseThrew;
   try {
@@ -118,7 +120,8 @@ std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono:
   size_t left = pids.size();
   while (left > 0) {
     for (size_t r = 0; r < pids.size(); ++r) {
-      if (codes[r] != -1000) continue;
+      if (codes[r] != -1000)
+        continue;
       int status = 0;
       if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
         codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
@@ -127,7 +130,8 @@ std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono:
     }
     if (std::chrono::steady_clock::now() > deadline) {
       for (size_t r = 0; r < pids.size(); ++r)
-        if (codes[r] == -1000) ::kill(pids[r], SIGKILL);
+        if (codes[r] == -1000)
+          ::kill(pids[r], SIGKILL);
     }
     std::this_thread::sleep_for(10ms);
   }

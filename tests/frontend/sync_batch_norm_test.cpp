@@ -15,14 +15,17 @@ namespace {
 /// split as `sizes` (which sum to its rows).
 Tensor shard_rows(const Tensor &t, const std::vector<int64_t> &sizes, int rank) {
   int64_t offset = 0;
-  for (int r = 0; r < rank; ++r) offset += sizes[static_cast<size_t>(r)];
+  for (int r = 0; r < rank; ++r)
+    offset += sizes[static_cast<size_t>(r)];
   return t.narrow(0, offset, sizes[static_cast<size_t>(rank)]).contiguous();
 }
 
 /// The per-rank batch sizes of the "syncbn_ddp" variants (of kGlobalBatch rows).
 std::vector<int64_t> syncbn_split(const std::string &variant, int world) {
-  if (variant == "equal") return std::vector<int64_t>(static_cast<size_t>(world), kGlobalBatch / world);
-  if (variant == "unequal") return world == 2 ? std::vector<int64_t>{5, 7} : std::vector<int64_t>{2, 4, 6};
+  if (variant == "equal")
+    return std::vector<int64_t>(static_cast<size_t>(world), kGlobalBatch / world);
+  if (variant == "unequal")
+    return world == 2 ? std::vector<int64_t>{5, 7} : std::vector<int64_t>{2, 4, 6};
   // "empty": rank 0 has no rows.
   return world == 2 ? std::vector<int64_t>{0, 12} : std::vector<int64_t>{0, 5, 7};
 }
@@ -50,18 +53,20 @@ std::shared_ptr<nn::Module> make_bn_model() {
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
       std::make_shared<nn::Linear>(kIn, 12), std::make_shared<nn::BatchNorm1d>(12), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::Linear>(12, 12), std::make_shared<Reshape>(Shape{3, 4}),
-      std::make_shared<nn::BatchNorm1d>(nn::BatchNormOptions(3).momentum(std::nullopt)),
-      std::make_shared<nn::ReLU>(), std::make_shared<Reshape>(Shape{12}), std::make_shared<nn::Linear>(12, kOut)});
+      std::make_shared<nn::BatchNorm1d>(nn::BatchNormOptions(3).momentum(std::nullopt)), std::make_shared<nn::ReLU>(),
+      std::make_shared<Reshape>(Shape{12}), std::make_shared<nn::Linear>(12, kOut)});
 }
 
 /// Largest relative difference between two lists of float tensors (same
 /// names in the same order; integer tensors must be equal).
 double max_rel_diff(const std::vector<std::pair<std::string, Tensor>> &a,
                     const std::vector<std::pair<std::string, Tensor>> &b) {
-  if (a.size() != b.size()) return 1e30;
+  if (a.size() != b.size())
+    return 1e30;
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].first != b[i].first || a[i].second.sizes() != b[i].second.sizes()) return 1e30;
+    if (a[i].first != b[i].first || a[i].second.sizes() != b[i].second.sizes())
+      return 1e30;
     Tensor x = a[i].second.detach().to(kFloat64).contiguous(), y = b[i].second.detach().to(kFloat64).contiguous();
     for (int64_t k = 0; k < x.numel(); ++k) {
       const double xv = x.data_ptr<double>()[k], yv = y.data_ptr<double>()[k];
@@ -88,7 +93,8 @@ int syncbn_ddp(const std::string &variant, int rank, int world) {
   const std::vector<int64_t> sizes = syncbn_split(compiled ? "unequal" : variant, world);
   auto model = nn::SyncBatchNorm::convert_sync_batchnorm(make_bn_model());
   auto reference = make_bn_model();
-  if (!std::dynamic_pointer_cast<nn::SyncBatchNorm>(model->named_children()[1].second)) return 2;
+  if (!std::dynamic_pointer_cast<nn::SyncBatchNorm>(model->named_children()[1].second))
+    return 2;
   std::shared_ptr<nn::Module> wrapped = compiled ? kiln::compile(model) : model;
   auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped);
   optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
@@ -148,7 +154,8 @@ int syncbn_grad_case(int rank, int world, DType dtype, bool affine_and_track) {
     Tensor dw = bn.weight.grad().contiguous(), db = bn.bias.grad().contiguous();
     dist::all_reduce(dw);
     dist::all_reduce(db);
-    worst = std::max(worst, max_rel_diff({{"dw", dw}, {"db", db}}, {{"dw", ref.weight.grad()}, {"db", ref.bias.grad()}}));
+    worst =
+        std::max(worst, max_rel_diff({{"dw", dw}, {"db", db}}, {{"dw", ref.weight.grad()}, {"db", ref.bias.grad()}}));
     worst = std::max(worst, max_rel_diff(bn.named_buffers(), ref.named_buffers()));
   }
   dist::barrier(); // every rank is done with its collectives
@@ -159,19 +166,21 @@ int syncbn_grad_case(int rank, int world, DType dtype, bool affine_and_track) {
     worst = std::max(worst, max_rel_diff({{"eval", bn.forward(xe)}}, {{"eval", ref.forward(xe)}}));
   }
   if (worst > tol) {
-    std::fprintf(stderr, "rank %d (%s, affine/track %d): differs from BatchNorm2d by %g\n", rank,
-                 dtype_name(dtype), int(affine_and_track), worst);
+    std::fprintf(stderr, "rank %d (%s, affine/track %d): differs from BatchNorm2d by %g\n", rank, dtype_name(dtype),
+                 int(affine_and_track), worst);
     return 1;
   }
   return 0;
 }
 
 int syncbn_rank_main(const std::string &test_case, int rank, int world) {
-  if (test_case.rfind("syncbn_ddp_", 0) == 0) return syncbn_ddp(test_case.substr(11), rank, world);
+  if (test_case.rfind("syncbn_ddp_", 0) == 0)
+    return syncbn_ddp(test_case.substr(11), rank, world);
   if (test_case == "syncbn_grad") {
     for (DType dtype : {kFloat32, kFloat64})
       for (bool full : {true, false})
-        if (int code = syncbn_grad_case(rank, world, dtype, full)) return code;
+        if (int code = syncbn_grad_case(rank, world, dtype, full))
+          return code;
     return 0;
   }
   if (test_case == "syncbn_too_few") { // one value per channel over both ranks: [1, 4] and [0, 4]
@@ -194,7 +203,8 @@ const bool registered = [] {
   std::vector<std::pair<std::string, RankCase>> cases;
   for (const char *name : {"syncbn_ddp_equal", "syncbn_ddp_unequal", "syncbn_ddp_empty", "syncbn_ddp_compiled",
                            "syncbn_grad", "syncbn_too_few"})
-    cases.emplace_back(name, [name = std::string(name)](int rank, int world) { return syncbn_rank_main(name, rank, world); });
+    cases.emplace_back(name,
+                       [name = std::string(name)](int rank, int world) { return syncbn_rank_main(name, rank, world); });
   return register_rank_cases(std::move(cases));
 }();
 
@@ -206,7 +216,8 @@ TEST(SyncBatchNorm, DDPTwentyStepsOnTwoAndThreeRanksEqualBatchNormOnTheGlobalBat
 }
 
 TEST(SyncBatchNorm, InputAndParameterGradientsAndEvalEqualBatchNorm2dOnTheGlobalBatch) {
-  for (int world : {2, 3}) EXPECT_EQ(run_ranks("syncbn_grad", world, 60s), std::vector<int>(world, 0)) << world;
+  for (int world : {2, 3})
+    EXPECT_EQ(run_ranks("syncbn_grad", world, 60s), std::vector<int>(world, 0)) << world;
 }
 
 TEST(SyncBatchNorm, FewerThanTwoValuesPerChannelOverAllRanksIsAnErrorOnEveryRank) {
@@ -217,11 +228,22 @@ TEST(SyncBatchNorm, BadInputAndTrainingWithoutAProcessGroup) {
   ASSERT_FALSE(dist::is_initialized());
   nn::SyncBatchNorm bn(4);
   test_support::expect_kiln_errors({
-      {"no group", [&] { bn.forward(randn({3, 4})); },
+      {"no group",
+       [&] {
+         bn.forward(randn({3, 4}));
+       },
        {"SyncBatchNorm", "not initialized", "init_process_group()"}},
-      {"channels", [&] { bn.forward(randn({3, 5})); }, {"SyncBatchNorm", "expected 4 channels", "[3, 5]"}},
+      {"channels",
+       [&] {
+         bn.forward(randn({3, 5}));
+       },
+       {"SyncBatchNorm", "expected 4 channels", "[3, 5]"}},
       {"rank 1", [&] { bn.forward(randn({4})); }, {"SyncBatchNorm", "rank >= 2", "[4]"}},
-      {"dtype", [&] { bn.forward(zeros({3, 4}, kInt64)); }, {"SyncBatchNorm", "floating point", "int64"}},
+      {"dtype",
+       [&] {
+         bn.forward(zeros({3, 4}, kInt64));
+       },
+       {"SyncBatchNorm", "floating point", "int64"}},
       {"undefined", [&] { bn.forward(Tensor()); }, {"SyncBatchNorm", "undefined"}},
       {"convert null", [] { nn::SyncBatchNorm::convert_sync_batchnorm(nullptr); }, {"convert_sync_batchnorm"}},
   });
@@ -263,14 +285,16 @@ TEST(SyncBatchNorm, ConvertReplacesNestedBatchNormsKeepingValuesDtypeModeAndFlag
   {
     NoGradGuard no_grad;
     for (auto &[name, t] : model->state_dict())
-      if (t.is_floating_point()) t.copy_(randn(t.sizes()).to(kFloat64));
+      if (t.is_floating_point())
+        t.copy_(randn(t.sizes()).to(kFloat64));
   }
   auto bn1 = std::dynamic_pointer_cast<nn::BatchNorm1d>(model->named_children()[1].second);
   bn1->bias.requires_grad_(false);
   bn1->eval();
   const auto before = model->state_dict();
   std::vector<std::pair<std::string, Tensor>> copied;
-  for (auto &[name, t] : before) copied.emplace_back(name, t.clone());
+  for (auto &[name, t] : before)
+    copied.emplace_back(name, t.clone());
 
   auto converted = nn::SyncBatchNorm::convert_sync_batchnorm(model);
   EXPECT_EQ(converted, model) << "a container is converted in place";

@@ -62,11 +62,13 @@ inline std::optional<AllReduceOverlap> measure_allreduce_overlap(const runtime::
   double bwd_start = -1, bwd_end = -1, last_kernel_end = -1;
   const auto events = profiler.events();
   for (const auto &e : events)
-    if (e.category == "step" && e.name.rfind("backward", 0) == 0) bwd_start = e.start_us, bwd_end = e.start_us + e.duration_us;
+    if (e.category == "step" && e.name.rfind("backward", 0) == 0)
+      bwd_start = e.start_us, bwd_end = e.start_us + e.duration_us;
   for (const auto &e : events)
     if (e.category == "kernel" && e.start_us >= bwd_start && e.start_us <= bwd_end)
       last_kernel_end = std::max(last_kernel_end, e.start_us + e.duration_us);
-  if (bwd_start < 0 || last_kernel_end < 0) return std::nullopt;
+  if (bwd_start < 0 || last_kernel_end < 0)
+    return std::nullopt;
   AllReduceOverlap o;
   o.backward_us = bwd_end - bwd_start;
   const auto timings = ddp.last_timings();
@@ -76,7 +78,8 @@ inline std::optional<AllReduceOverlap> measure_allreduce_overlap(const runtime::
     o.allreduce_us += b - a;
     o.hidden_us += std::max(0.0, std::min(b, last_kernel_end) - a);
   }
-  if (!timings.empty()) o.first_bucket_lead_us = last_kernel_end - us(timings.front().start);
+  if (!timings.empty())
+    o.first_bucket_lead_us = last_kernel_end - us(timings.front().start);
   return o;
 }
 
