@@ -117,7 +117,12 @@ void barrier();
 /// What DistributedDataParallel does (torch's constructor arguments).
 struct DDPOptions {
   /// Bucket size caps in MiB: the first bucket (the last layers' gradients,
-  /// ready first) is small so its all-reduce starts early.
+  /// ready first) is small so its all-reduce starts early. The others are
+  /// also capped at a quarter of all the gradients' bytes (never below the
+  /// first cap), so that the bucket launched last, whose all-reduce cannot
+  /// overlap the backward, is small in a model of a few MiB too (PyTorch's
+  /// DDP leaves it all but the first bucket; the same for models of over
+  /// 4 x bucket_cap_mb). A bucket closes once it reaches its cap.
   double first_bucket_cap_mb = 1;
   double bucket_cap_mb = 25;
   /// Parameters the forward did not use are found by walking the autograd
