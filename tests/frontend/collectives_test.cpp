@@ -38,9 +38,7 @@ int collectives_rank(int rank, int world) {
 // Gloo stages CUDA tensors through pinned host memory
 // (runtime/src/distributed/HostStaging.h): through the frontend, the
 // collectives on cuda:0 equal the same collectives on the CPU, across
-// processes. (DDP on a cuda:0 model is not here yet: its bucket copies need
-// an eager CUDA copy_, which has no kernel today: "copy_: no CUDA kernel for
-// this op yet ... the op's dialect form is 0 kernels".)
+// processes. DDP on a cuda:0 model: ddp_cuda_test.cpp.
 
 /// 0 when the cuda:0 collectives equal their CPU results.
 int cuda_sim_rank(int rank, int world) {
