@@ -189,3 +189,26 @@ TEST(OnnxExport, BadOptionsAreErrorsNamingTheValue) {
   m = msg(kiln::onnx::ExportOptions().dynamic_axis("input", 0, "batch").dynamic_axis("output", 0, "n"), c.input);
   EXPECT_NE(m.find("second symbol"), std::string::npos) << m;
 }
+
+namespace {
+/// Centers over the batch: its mean's 1/N is a constant of the batch size.
+class BatchCenter : public nn::Module {
+public:
+  Tensor forward(const Tensor &x) override { return x - mean(x, {0}, true); }
+  std::string name() const override { return "BatchCenter"; }
+};
+}  // namespace
+
+// A constant that the dynamic dim decides cannot be an ONNX constant; a
+// static export of the same module works.
+TEST(OnnxExport, ConstantOfTheDynamicDimIsAnError) {
+  BatchCenter m;
+  const std::string path = temp_path("center.onnx");
+  const std::string msg = error_of([&] {
+    kiln::onnx::export_model(m, {randn({4, 3})}, path, kiln::onnx::ExportOptions().dynamic_axis("input", 0, "batch"));
+  });
+  EXPECT_NE(msg.find("depends on the dynamic symbol 'batch'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("op '"), std::string::npos) << msg;
+  EXPECT_NO_THROW(kiln::onnx::export_model(m, {randn({4, 3})}, path));
+  std::remove(path.c_str());
+}

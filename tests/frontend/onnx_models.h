@@ -15,6 +15,38 @@
 
 namespace kiln::onnx_test {
 
+/// Most pointwise, comparison, division, reduction and indexing ops of Kiln
+/// on one input, as one output: x [B, 6] float32 -> [B, 6 * pieces] (each
+/// piece is [B, 6] or [B, 1]; integer pieces computed in int64, then cast).
+class OpsCatalogue : public nn::Module {
+public:
+  Tensor forward(const Tensor &x) override {
+    const Tensor y = x * -0.5 + 0.25, one5 = full(x.sizes(), 1.5);
+    const Tensor xi = trunc(x * 10.0).to(kInt64), three = full(x.sizes(), 3.0, kInt64);
+    auto f = [](const Tensor &t) { return t.to(kFloat32); };
+    std::vector<Tensor> pieces = {
+        abs(x), neg(x), sin(x), cos(x), tanh(x), erf(x), exp(x * 0.5), log(abs(x) + 1.0), sqrt(abs(x)),
+        rsqrt(abs(x) + 1.0), relu(x), sigmoid(x), silu(x), gelu(x), gelu(x, "tanh"),
+        floor(x * 3.0), ceil(x * 3.0), round(x * 3.0), trunc(x * 3.0), pow(x, 2.0), pow(abs(x) + 1.0, 0.5),
+        maximum(x, y), minimum(x, y), clamp(x, -0.5, 0.5), x / y, x - y,
+        remainder(x * 5.0, one5), fmod(x * 5.0, one5), floor_divide(x * 5.0, one5),
+        f(remainder(xi, three)), f(fmod(xi, three)), f(floor_divide(xi, three)), f(div(xi, three, "trunc")),
+        where(gt(x, y), x, y), f(ge(x, y)), f(lt(x, y)), f(eq(xi, three)), f(ne(xi, three)),
+        masked_fill(x, lt(x, y), -1.0),
+        cumsum(x, 1), f(argmax(x, 1, true)), f(argmin(x, 1, true)), amax(x, {1}, true), amin(x, {1}, true),
+        sum(x, {1}, true), mean(x, {1}, true), var(x, {1}, 1, true),
+        nn::functional::softmax(x, 1), nn::functional::log_softmax(x, 1),
+        gather(x, 1, argmax(x, 1, true)), index_select(x, 1, tensor(std::vector<int64_t>{5, 0, 2, 2, 1, 3}, {6})),
+        x.narrow(1, 1, 3), matmul(x, w_)};
+    for (Tensor &p : pieces) p = p.reshape({x.size(0), -1});
+    return cat(pieces, 1);
+  }
+  std::string name() const override { return "OpsCatalogue"; }
+
+private:
+  Tensor w_ = randn({6, 6});  ///< not registered: a captured constant (initializer "_const_<k>")
+};
+
 struct ModelCase {
   std::string name;
   std::shared_ptr<nn::Module> model;
@@ -82,8 +114,14 @@ inline ModelCase make_case(const std::string &name, const std::string &data_path
     momentum(1.0);
     c.model->forward(digits_rows(data_path, 200, 128).reshape({128, 1, 8, 8}));
     momentum(0.1);
+  } else if (name == "ops") {
+    c.model = std::make_shared<OpsCatalogue>();
+    c.input_name = "x";
+    c.output_name = "y";
+    c.input = randn({4, 6});
+    c.other_input = randn({9, 6});
   } else {
-    throw Error("onnx_models: unknown model '" + name + "'; expected mlp, gpt or cnn");
+    throw Error("onnx_models: unknown model '" + name + "'; expected mlp, gpt, cnn or ops");
   }
   if (name != "cnn") perturb_normalization(*c.model);
   c.model->eval();

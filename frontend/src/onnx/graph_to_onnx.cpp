@@ -178,7 +178,7 @@ private:
   std::vector<std::string> names_;
   std::map<std::vector<int64_t>, std::string> ints_cache_;
   std::map<std::pair<int, std::string>, std::string> scalar_cache_;
-  std::map<int, std::string> shape_cache_;
+  std::map<std::vector<std::pair<double, int>>, std::string> shape_cache_;
   std::string symbol_;
   int counter_ = 0;
 };
@@ -209,7 +209,9 @@ std::string Emitter::symbol_tensor() {
 
 std::string Emitter::shape_tensor(int value) {
   if (!dynamic(value)) return ints_constant(val(value).shape);
-  auto it = shape_cache_.find(value);
+  std::vector<std::pair<double, int>> key;  // values of one symbolic shape share its tensor
+  for (const ir::SymbolicNumber &d : spec_.symbolic->dims[value]) key.emplace_back(d.coeff, d.power);
+  auto it = shape_cache_.find(key);
   if (it != shape_cache_.end()) return it->second;
   std::vector<std::string> pieces;
   std::vector<int64_t> run;  // consecutive static dims, one constant
@@ -237,7 +239,7 @@ std::string Emitter::shape_tensor(int value) {
   NodeProto *n;
   std::string shape = pieces.size() == 1 ? pieces[0] : tmp("Concat", pieces, &n);
   if (pieces.size() != 1) attr_int(n, "axis", 0);
-  return shape_cache_[value] = shape;
+  return shape_cache_[key] = shape;
 }
 
 // Elementwise ops with a direct or short ONNX form.
