@@ -137,6 +137,7 @@ public:
 TEST(OnnxExport, OpWithoutOnnxFormIsAnErrorNamingIt) {
   HostScale m;
   const std::string msg = error_of([&] { kiln::onnx::export_model(m, {randn({2, 3})}, temp_path("item.onnx")); });
+  std::printf("%s\n", msg.c_str());  // the message a user sees
   EXPECT_NE(msg.find("op 'item'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("has no ONNX form"), std::string::npos) << msg;
   EXPECT_NE(msg.find("HostScale"), std::string::npos) << msg;
@@ -164,6 +165,7 @@ TEST(OnnxExport, BackwardOnlyOpIsAnErrorNamingIt) {
   spec.input_names = {"grad_output", "weight"};
   spec.output_names = {"grad_input"};
   const std::string msg = error_of([&] { kiln::onnx::detail::graph_to_onnx(spec); });
+  std::printf("%s\n", msg.c_str());
   EXPECT_NE(msg.find("op 'conv2d_input_grad'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("backward-only"), std::string::npos) << msg;
   EXPECT_NE(msg.find("f32[1, 3, 4, 4]"), std::string::npos) << msg;
@@ -207,6 +209,7 @@ TEST(OnnxExport, ConstantOfTheDynamicDimIsAnError) {
   const std::string msg = error_of([&] {
     kiln::onnx::export_model(m, {randn({4, 3})}, path, kiln::onnx::ExportOptions().dynamic_axis("input", 0, "batch"));
   });
+  std::printf("%s\n", msg.c_str());
   EXPECT_NE(msg.find("depends on the dynamic symbol 'batch'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("op '"), std::string::npos) << msg;
   EXPECT_NO_THROW(kiln::onnx::export_model(m, {randn({4, 3})}, path));

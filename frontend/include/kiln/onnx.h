@@ -34,6 +34,9 @@
 // max_pool2d_backward, max_pool2d_gather), and every op that a whole-graph
 // trace cannot capture (item(), randn/uniform, a cat of integer tensors,
 // a device copy: the ops that are graph breaks under kiln::compile).
+//
+// Naming: libonnx's own namespace is also `onnx`; where its headers and
+// `using namespace kiln;` are both in scope, write `kiln::onnx::`.
 #pragma once
 
 #include <cstdint>
@@ -51,36 +54,37 @@ constexpr int64_t kOpsetVersion = 17;
 /// The ONNX IR version written (ONNX 1.12's IR_VERSION, 8).
 constexpr int64_t kIrVersion = 8;
 
-/// Options of export_model (torch.onnx.export's arguments of the same names).
-struct ExportOptions {
-  /// Graph input names, one per example input. Default: "input" for one
-  /// input, else "input_0", "input_1", ...
-  std::vector<std::string> input_names_;
-  /// Graph output names, one per forward output. Default: "output", or
-  /// "output_0", "output_1", ... for several.
-  std::vector<std::string> output_names_;
-  /// Dynamic axes: {input or output name -> {dim -> symbol}} (as
-  /// torch.onnx.export's dynamic_axes). Every dynamic axis names the same
-  /// symbol (one symbol per export, e.g. "batch"); the example size of an
-  /// input's dynamic dim must be >= 2. The dims of other values that follow
-  /// it (an output's batch dim, a flattened batch*tokens) are found by tracing
-  /// a second time at example size + 1 (ir::fitSymbolicGraph) and written as
-  /// runtime shapes. Output dims found dynamic but not named here are named
-  /// "<symbol>" (or "<c>*<symbol>").
-  std::map<std::string, std::map<int64_t, std::string>> dynamic_axes_;
-  /// ModelProto.producer_name / doc_string.
-  std::string producer_name_ = "kiln";
-  std::string doc_string_;
+/// {input or output name -> {dim -> symbol}} (torch.onnx.export's dynamic_axes).
+using DynamicAxes = std::map<std::string, std::map<int64_t, std::string>>;
 
-  ExportOptions &input_names(std::vector<std::string> v) { input_names_ = std::move(v); return *this; }
-  ExportOptions &output_names(std::vector<std::string> v) { output_names_ = std::move(v); return *this; }
+/// Options of export_model (torch.onnx.export's arguments of the same
+/// names), with chained setters as the nn options structs.
+struct ExportOptions {
+  /// Graph input names, one per example input. Default (empty): "input" for
+  /// one input, else "input_0", "input_1", ...
+  KILN_ARG(std::vector<std::string>, input_names);
+  /// Graph output names, one per forward output. Default (empty): "output",
+  /// or "output_0", "output_1", ... for several.
+  KILN_ARG(std::vector<std::string>, output_names);
+  /// Dynamic axes. Every dynamic axis names the same symbol (one symbol per
+  /// export, e.g. "batch"), at least one of them on an input, whose example
+  /// size must be >= 2. The dims of other values that follow it (an output's
+  /// batch dim, a flattened batch*tokens) are found by tracing a second time
+  /// at example size + 1 (ir::fitSymbolicGraph) and computed at run time from
+  /// the input's shape (Shape, Mul, Concat). Output dims found dynamic but
+  /// not named are named "<symbol>" (or "<c>*<symbol>"). Default: none (a
+  /// static export).
+  KILN_ARG(DynamicAxes, dynamic_axes);
+  /// ModelProto.producer_name ("kiln") and doc_string ("").
+  KILN_ARG(std::string, producer_name) = "kiln";
+  KILN_ARG(std::string, doc_string);
+
+public:
   /// Marks dim `dim` of the input or output `name` dynamic, as `symbol`.
   ExportOptions &dynamic_axis(const std::string &name, int64_t dim, const std::string &symbol) {
     dynamic_axes_[name][dim] = symbol;
     return *this;
   }
-  ExportOptions &producer_name(std::string v) { producer_name_ = std::move(v); return *this; }
-  ExportOptions &doc_string(std::string v) { doc_string_ = std::move(v); return *this; }
 };
 
 /// What export_model wrote.

@@ -40,7 +40,7 @@ Traced trace_forward(nn::Module &model, const std::vector<Tensor> &inputs) {
     throw Error("onnx::export_model: op '" + e.op + "' in " + model.name() +
                 ".forward has no ONNX form: it cannot be captured in a graph (under kiln::compile it is a graph "
                 "break: a host read such as item(), a random draw, a cat of non-float tensors or a device copy); "
-                "expected only capturable tensor ops. (" + e.what() + ")");
+                "expected only capturable tensor ops");
   }
   default_generator() = generator_before;
   KILN_CHECK(!outputs.empty(), "onnx::export_model: ", model.name(), ".forward returned no tensors");
@@ -124,7 +124,7 @@ ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_in
                example_inputs[i].device().str(), "; expected a cpu tensor");
   }
   ExportInfo info;
-  info.input_names = options.input_names_.empty() ? default_names("input", example_inputs.size()) : options.input_names_;
+  info.input_names = options.input_names().empty() ? default_names("input", example_inputs.size()) : options.input_names();
   check_names(info.input_names, example_inputs.size(), "input");
 
   TrainingModeRestore restore{model, model.is_training()};
@@ -132,12 +132,12 @@ ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_in
   NoGradGuard no_grad;
   Traced first = trace_forward(model, example_inputs);
   const size_t num_outputs = first.graph.outputs.size();
-  info.output_names = options.output_names_.empty() ? default_names("output", num_outputs) : options.output_names_;
+  info.output_names = options.output_names().empty() ? default_names("output", num_outputs) : options.output_names();
   check_names(info.output_names, num_outputs, "output");
 
   // Dynamic axes: one symbol; the inputs' dims grow by one for the second trace.
   std::vector<Tensor> grown = example_inputs;
-  for (const auto &[name, dims] : options.dynamic_axes_) {
+  for (const auto &[name, dims] : options.dynamic_axes()) {
     auto in = std::find(info.input_names.begin(), info.input_names.end(), name);
     auto out = std::find(info.output_names.begin(), info.output_names.end(), name);
     KILN_CHECK(in != info.input_names.end() || out != info.output_names.end(), "onnx::export_model: dynamic_axes names '",
@@ -173,7 +173,7 @@ ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_in
                "onnx::export_model: the graph of ", model.name(), " is not the same function of '",
                info.dynamic_symbol, "' at sizes ", size, " and ", size + 1, ": ", why,
                "; expected shapes that are multiples of the dynamic dim (or export without dynamic_axes)");
-    for (const auto &[name, dims] : options.dynamic_axes_) {
+    for (const auto &[name, dims] : options.dynamic_axes()) {
       auto out = std::find(info.output_names.begin(), info.output_names.end(), name);
       if (out == info.output_names.end()) continue;
       const int v = first.graph.outputs[out - info.output_names.begin()];
@@ -197,9 +197,9 @@ ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_in
   taken.insert(info.output_names.begin(), info.output_names.end());
   spec.initializer_names = initializer_names(model, first.captured, taken);
   spec.initializers = first.captured;
-  for (const auto &[name, dims] : options.dynamic_axes_) spec.dim_names[name] = dims;
-  spec.producer_name = options.producer_name_;
-  spec.doc_string = options.doc_string_;
+  for (const auto &[name, dims] : options.dynamic_axes()) spec.dim_names[name] = dims;
+  spec.producer_name = options.producer_name();
+  spec.doc_string = options.doc_string();
   ::onnx::ModelProto proto = detail::graph_to_onnx(spec);
   detail::check(proto);
 
