@@ -215,3 +215,38 @@ TEST(OnnxExport, ConstantOfTheDynamicDimIsAnError) {
   EXPECT_NO_THROW(kiln::onnx::export_model(m, {randn({4, 3})}, path));
   std::remove(path.c_str());
 }
+
+namespace {
+/// Two inputs (float [B, 3], bool [B, 3]) and two outputs, the second an
+/// input passed through.
+class MaskedSum : public nn::Module {
+public:
+  std::vector<Tensor> forward(const std::vector<Tensor> &in) override {
+    return {sum(where(in[1], in[0], zeros_like(in[0])), {1}), in[0]};
+  }
+  std::string name() const override { return "MaskedSum"; }
+};
+}  // namespace
+
+TEST(OnnxExport, SeveralInputsAndOutputsKeepOrderNamesAndTypes) {
+  MaskedSum m;
+  const std::string path = temp_path("multi.onnx");
+  Tensor x = randn({4, 3}), mask = gt(randn({4, 3}), zeros({4, 3}));
+  auto info = kiln::onnx::export_model(m, {x, mask}, path,
+                                       kiln::onnx::ExportOptions()
+                                           .dynamic_axis("input_0", 0, "n")
+                                           .dynamic_axis("input_1", 0, "n"));
+  EXPECT_EQ(info.input_names, (std::vector<std::string>{"input_0", "input_1"}));
+  EXPECT_EQ(info.output_names, (std::vector<std::string>{"output_0", "output_1"}));
+  EXPECT_NO_THROW(::onnx::checker::check_model(path));
+  const ::onnx::ModelProto model = read_model(path);
+  ASSERT_EQ(model.graph().input_size(), 2);
+  EXPECT_EQ(model.graph().input(1).type().tensor_type().elem_type(), ::onnx::TensorProto::BOOL);
+  ASSERT_EQ(model.graph().output_size(), 2);
+  const auto &sum_shape = model.graph().output(0).type().tensor_type().shape();
+  ASSERT_EQ(sum_shape.dim_size(), 1);
+  EXPECT_EQ(sum_shape.dim(0).dim_param(), "n");  // found dynamic by the second trace
+  EXPECT_EQ(model.graph().output(1).name(), "output_1");
+  EXPECT_EQ(info.op_counts.at("Identity"), 1);  // the pass-through output
+  std::remove(path.c_str());
+}
