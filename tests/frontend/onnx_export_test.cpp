@@ -74,7 +74,8 @@ TEST_P(OnnxModels, ExportPassesCheckerWithNamesDynamicBatchAndWeights) {
   const auto &in = m.graph().input(0), &out = m.graph().output(0);
   EXPECT_EQ(in.name(), c.input_name);
   EXPECT_EQ(out.name(), c.output_name);
-  EXPECT_EQ(in.type().tensor_type().elem_type(), c.name == "gpt" ? ::onnx::TensorProto::INT64 : ::onnx::TensorProto::FLOAT);
+  EXPECT_EQ(in.type().tensor_type().elem_type(),
+            c.name == "gpt" ? ::onnx::TensorProto::INT64 : ::onnx::TensorProto::FLOAT);
   EXPECT_EQ(in.type().tensor_type().shape().dim(0).dim_param(), "batch");
   EXPECT_EQ(out.type().tensor_type().shape().dim(0).dim_param(), "batch");
   for (int d = 1; d < in.type().tensor_type().shape().dim_size(); ++d)

@@ -60,7 +60,9 @@ struct ModelCase {
 inline void perturb_normalization(nn::Module &m) {
   NoGradGuard no_grad;
   for (auto &[name, b] : m.named_buffers()) {
-    auto ends = [&](const char *s) { return name.size() >= std::string(s).size() && name.rfind(s) == name.size() - std::string(s).size(); };
+    auto ends = [&](const char *s) {
+      return name.size() >= std::string(s).size() && name.rfind(s) == name.size() - std::string(s).size();
+    };
     if (ends("running_mean")) b.copy_(randn(b.sizes()) * 0.2);
     if (ends("running_var")) b.copy_(uniform(b.sizes(), 0.5, 1.5));
   }

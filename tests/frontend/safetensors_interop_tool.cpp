@@ -65,7 +65,8 @@ int write(const std::string &path) {
       {"ids.i64", tensor(std::vector<int64_t>{-4611686018427387904LL, -1, 0, 9007199254740993LL, 42}, {5})},
       {"mask.bool", bools},
       {"scalar.f32", tensor(std::vector<float>{3.25f}, {})},
-      {"transposed.f32", tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1)},  // a view: written row-major
+      {"transposed.f32",
+       tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1)}, // a view: written row-major
       {"empty.f32", zeros({0, 3})},
   };
   save(path, tensors,

@@ -124,7 +124,8 @@ ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_in
                example_inputs[i].device().str(), "; expected a cpu tensor");
   }
   ExportInfo info;
-  info.input_names = options.input_names().empty() ? default_names("input", example_inputs.size()) : options.input_names();
+  info.input_names =
+      options.input_names().empty() ? default_names("input", example_inputs.size()) : options.input_names();
   check_names(info.input_names, example_inputs.size(), "input");
 
   TrainingModeRestore restore{model, model.is_training()};
@@ -140,8 +141,9 @@ ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_in
   for (const auto &[name, dims] : options.dynamic_axes()) {
     auto in = std::find(info.input_names.begin(), info.input_names.end(), name);
     auto out = std::find(info.output_names.begin(), info.output_names.end(), name);
-    KILN_CHECK(in != info.input_names.end() || out != info.output_names.end(), "onnx::export_model: dynamic_axes names '",
-               name, "', which is neither an input nor an output; expected one of the input/output names");
+    KILN_CHECK(in != info.input_names.end() || out != info.output_names.end(),
+               "onnx::export_model: dynamic_axes names '", name,
+               "', which is neither an input nor an output; expected one of the input/output names");
     for (const auto &[dim, symbol] : dims) {
       KILN_CHECK(info.dynamic_symbol.empty() || info.dynamic_symbol == symbol, "onnx::export_model: dynamic axis '",
                  symbol, "' of '", name, "' is a second symbol (first: '", info.dynamic_symbol,

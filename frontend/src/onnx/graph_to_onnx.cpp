@@ -92,7 +92,9 @@ private:
   // ---- names and helpers -------------------------------------------------------
   std::string fresh(const std::string &hint) { return "_" + hint + "_" + std::to_string(counter_++); }
   const std::string &name(int value) const { return names_.at(value); }
-  std::string result_name(int value) { return names_[value].empty() ? (names_[value] = "v" + std::to_string(value)) : names_[value]; }
+  std::string result_name(int value) {
+    return names_[value].empty() ? (names_[value] = "v" + std::to_string(value)) : names_[value];
+  }
   const ir::Value &val(int value) const { return g_.values.at(value); }
 
   NodeProto *node(const std::string &op, std::vector<std::string> inputs, std::vector<std::string> outputs) {
@@ -278,7 +280,9 @@ void Emitter::emit_pointwise(const ir::Node &n) {
       std::string negative = tmp("Less", {in[0], scalar_constant(0.0, type)});
       node("Where", {negative, tmp("Ceil", in), tmp("Floor", in)}, {out});
     } else {
-      direct(n.kind == ir::OpKind::Floor ? "Floor" : n.kind == ir::OpKind::Ceil ? "Ceil" : "Round");  // Round: half to even
+      static const std::map<ir::OpKind, const char *> rounding = {
+          {ir::OpKind::Floor, "Floor"}, {ir::OpKind::Ceil, "Ceil"}, {ir::OpKind::Round, "Round"}};  // Round: half to even
+      direct(rounding.at(n.kind));
     }
     return;
   case ir::OpKind::Pow: node("Pow", {in[0], scalar_constant(n.scalar, type)}, {out}); return;
@@ -363,16 +367,9 @@ void Emitter::emit_reduction(const ir::Node &n) {
     attr_int(r, "keepdims", n.keepdim);
     attr_int(r, "select_last_index", 0);
     return;
-  case ir::OpKind::Cumsum: {
-    std::vector<int64_t> axis{n.ints.at(0)};
-    std::string data(reinterpret_cast<const char *>(axis.data()), 8);
-    auto key = std::make_pair(-1 - static_cast<int>(axis[0]), data);  // a 0-d int64 axis
-    auto it = scalar_cache_.find(key);
-    std::string a = it != scalar_cache_.end() ? it->second
-                                              : (scalar_cache_[key] = initializer(fresh("axis"), ir::ElementType::I64, {}, data));
-    node("CumSum", {x, a}, {out});
+  case ir::OpKind::Cumsum:  // axis: a 0-d int64 input
+    node("CumSum", {x, scalar_constant(static_cast<double>(n.ints.at(0)), ir::ElementType::I64)}, {out});
     return;
-  }
   default: break;
   }
   unsupported(n, "not a reduction (internal error)");
