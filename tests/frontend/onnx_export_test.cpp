@@ -251,3 +251,14 @@ TEST(OnnxExport, SeveralInputsAndOutputsKeepOrderNamesAndTypes) {
   EXPECT_EQ(info.op_counts.at("Identity"), 1);  // the pass-through output
   std::remove(path.c_str());
 }
+
+// User names that look like the exporter's own ("v0", "_ints_0") do not clash.
+TEST(OnnxExport, UserNamesNeverClashWithGeneratedNames) {
+  onnx_test::ModelCase c = onnx_test::make_case("mlp", kData);
+  const std::string path = temp_path("names.onnx");
+  kiln::onnx::export_model(*c.model, {c.input}, path,
+                           kiln::onnx::ExportOptions().input_names({"v3"}).output_names({"_ints_0"}).dynamic_axis(
+                               "v3", 0, "batch"));
+  EXPECT_NO_THROW(::onnx::checker::check_model(path));  // SSA: every name defined once
+  std::remove(path.c_str());
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "kiln/error.h"
@@ -90,10 +91,15 @@ public:
 
 private:
   // ---- names and helpers -------------------------------------------------------
-  std::string fresh(const std::string &hint) { return "_" + hint + "_" + std::to_string(counter_++); }
+  /// A name no graph input, output or initializer has (those are the user's).
+  std::string unique(std::string name) {
+    while (reserved_.count(name)) name += "_";
+    return name;
+  }
+  std::string fresh(const std::string &hint) { return unique("_" + hint + "_" + std::to_string(counter_++)); }
   const std::string &name(int value) const { return names_.at(value); }
   std::string result_name(int value) {
-    return names_[value].empty() ? (names_[value] = "v" + std::to_string(value)) : names_[value];
+    return names_[value].empty() ? (names_[value] = unique("v" + std::to_string(value))) : names_[value];
   }
   const ir::Value &val(int value) const { return g_.values.at(value); }
 
@@ -182,6 +188,7 @@ private:
   std::map<std::pair<int, std::string>, std::string> scalar_cache_;
   std::map<std::vector<std::pair<double, int>>, std::string> shape_cache_;
   std::string symbol_;
+  std::set<std::string> reserved_;
   int counter_ = 0;
 };
 
@@ -490,6 +497,9 @@ void Emitter::add_io(::onnx::ValueInfoProto *info, const std::string &name, int 
   opset->set_version(kOpsetVersion);
   graph_ = model.mutable_graph();
   graph_->set_name("kiln_forward");
+  reserved_.insert(spec_.input_names.begin(), spec_.input_names.end());
+  reserved_.insert(spec_.output_names.begin(), spec_.output_names.end());
+  reserved_.insert(spec_.initializer_names.begin(), spec_.initializer_names.end());
 
   // Inputs and initializers keep their names; outputs produced by a node get
   // the output name directly, the rest an Identity at the end.
