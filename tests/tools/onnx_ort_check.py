@@ -8,8 +8,9 @@
 2. Runs the tool: DIR/<model>.onnx (dynamic batch) and
    DIR/<model>_io.safetensors (inputs and Kiln's eager eval outputs at the
    export batch, "@export", and another batch, "@dynamic").
-3. Runs the model in onnxruntime (CPU, every graph optimization off, so the
-   graph runs as exported) at both batch sizes and prints, per case, the max
+3. Runs the model in onnxruntime (CPU; once with every graph optimization
+   off, so the graph runs as exported, once with all of them) at both batch
+   sizes and prints, per case, the max
    absolute difference and the max relative difference (|ort - kiln| /
    max|kiln| over the tensor). Exit 0 when every max abs diff <= atol, 1 otherwise.
 
@@ -54,29 +55,34 @@ def main():
         print(f"FAILED: {args.tool} exited {done.returncode}")
         return 1
     io, meta = load_io(os.path.join(args.out, f"{args.model}_io.safetensors"), np)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(os.path.join(args.out, f"{args.model}.onnx"), so, providers=["CPUExecutionProvider"])
     in_name, out_name = meta["input"], meta["output"]
-    assert [i.name for i in sess.get_inputs()] == [in_name], sess.get_inputs()
-    assert [o.name for o in sess.get_outputs()] == [out_name], sess.get_outputs()
     ok = True
-    for case in ("export", "dynamic"):
-        x, want = io[f"{in_name}@{case}"], io[f"{out_name}@{case}"]
-        got = sess.run([out_name], {in_name: x})[0]
-        if got.shape != want.shape or got.dtype != want.dtype:
-            print(f"{args.model} {case}: ORT gives {got.dtype}{list(got.shape)}, Kiln {want.dtype}{list(want.shape)}")
-            ok = False
-            continue
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        max_abs = float(diff.max())
-        max_rel = max_abs / float(np.abs(want).max())
-        passed = max_abs <= args.atol
-        ok &= passed
-        print(f"{args.model} {case} batch {x.shape[0]}: output {list(want.shape)}, max|kiln| "
-              f"{float(np.abs(want).max()):.4g}, max abs diff {max_abs:.3g}, max rel diff {max_rel:.3g} "
-              f"(onnxruntime {ort.__version__}, opset {meta.get('opset')}) {'ok' if passed else 'FAILED'}")
+    # As exported (no graph rewrites), then with ORT's default rewrites
+    # (constant folding, fusions), as a deployment would run it.
+    for level_name, level in (("no optimization", ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
+                              ("all optimizations", ort.GraphOptimizationLevel.ORT_ENABLE_ALL)):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        so.intra_op_num_threads = 1
+        sess = ort.InferenceSession(os.path.join(args.out, f"{args.model}.onnx"), so,
+                                    providers=["CPUExecutionProvider"])
+        assert [i.name for i in sess.get_inputs()] == [in_name], sess.get_inputs()
+        assert [o.name for o in sess.get_outputs()] == [out_name], sess.get_outputs()
+        for case in ("export", "dynamic"):
+            x, want = io[f"{in_name}@{case}"], io[f"{out_name}@{case}"]
+            got = sess.run([out_name], {in_name: x})[0]
+            if got.shape != want.shape or got.dtype != want.dtype:
+                print(f"{args.model} {case}: ORT gives {got.dtype}{list(got.shape)}, Kiln {want.dtype}{list(want.shape)}")
+                ok = False
+                continue
+            diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+            max_abs = float(diff.max())
+            max_rel = max_abs / float(np.abs(want).max())
+            passed = max_abs <= args.atol
+            ok &= passed
+            print(f"{args.model} {case} batch {x.shape[0]} ({level_name}): output {list(want.shape)}, max|kiln| "
+                  f"{float(np.abs(want).max()):.4g}, max abs diff {max_abs:.3g}, max rel diff {max_rel:.3g} "
+                  f"(onnxruntime {ort.__version__}, opset {meta.get('opset')}) {'ok' if passed else 'FAILED'}")
     return 0 if ok else 1
 
 
