@@ -1,56 +1,37 @@
 // DistributedDataParallel on a CUDA model: the reducer's buckets and
 // bookkeeping tensors on the parameters' device. Here the device is the
 // CUDA-on-CPU simulator (KILN_CUDA_SIM=1) and the group Gloo (CUDA tensors
-// staged through pinned host memory), ranks are this binary re-run as
-// processes on loopback (DDPCudaRank.Run does a rank's work when
-// KILN_DDP_CUDA_TEST_CASE is set). On a GPU (bench/gpu/run_checks.sh,
-// KILN_TEST_REAL_CUDA=1) the NCCL case runs for real; without one it skips
-// with NCCL's reason.
+// staged through pinned host memory); ranks are processes started by the
+// distributed tests' harness (distributed_ranks.h: the cases below register
+// as "cuda_*"). On a GPU (bench/gpu/run_checks.sh, KILN_TEST_REAL_CUDA=1)
+// the NCCL case runs for real; without one it skips with NCCL's reason.
 //
 // The reference, independent of the CUDA path and of the reducer: one
 // process training a CPU copy of the model on the global batch.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "distributed_ranks.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/distributed/ProcessGroup.h" // nccl_unavailable_reason
 
-namespace kiln {
+namespace kiln::distributed_test {
 namespace {
-
-using namespace std::chrono_literals;
-namespace dist = kiln::distributed;
-
-constexpr int64_t kGlobalBatch = 12, kIn = 8, kOut = 4;
 
 bool real_cuda() { return std::getenv("KILN_TEST_REAL_CUDA") != nullptr; }
 
 /// This rank's CUDA device: cuda:(rank % devices) on a GPU, the simulator's
-/// cuda:0 (one simulator per process) here.
+/// cuda:0 (one simulator per process) here. Selects the simulator on first
+/// use, before the rank's first CUDA tensor.
 Device rank_device(int rank) {
+  if (!real_cuda())
+    ::setenv("KILN_CUDA_SIM", "1", 1);
   return Device(DeviceType::CUDA, real_cuda() ? rank % std::max(1, kiln::cuda::device_count()) : 0);
-}
-
-/// x [N, 8] -> Linear(8, 16) -> ReLU -> Linear(16, 4), on the cpu.
-std::shared_ptr<nn::Module> make_model() {
-  manual_seed(7);
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(kIn, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, kOut)});
 }
 
 /// Two heads; forward uses only the first (find_unused_parameters).
@@ -65,32 +46,6 @@ public:
   std::string name() const override { return "TwoHeads"; }
   std::shared_ptr<nn::Linear> used, unused;
 };
-
-/// The global batch of step `s` (cpu): x [12, 8], y [12, 4].
-std::pair<Tensor, Tensor> batch(int s) {
-  manual_seed(1000 + static_cast<uint64_t>(s));
-  return {randn({kGlobalBatch, kIn}), randn({kGlobalBatch, kOut})};
-}
-
-/// This rank's rows of `t`, on `device`.
-Tensor rows_of(const Tensor &t, int rank, int world, Device device) {
-  const int64_t per = kGlobalBatch / world;
-  return t.narrow(0, rank * per, per).contiguous().to(device);
-}
-
-/// Largest |a - b| / max(1, |b|) over the parameters (a's moved to the cpu).
-double max_rel_diff(nn::Module &a, nn::Module &b) {
-  auto pa = a.parameters(), pb = b.parameters();
-  if (pa.size() != pb.size())
-    return 1e30;
-  double worst = 0;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    const std::vector<float> x = pa[i].detach().cpu().to_vector<float>(), y = pb[i].detach().to_vector<float>();
-    for (size_t k = 0; k < x.size(); ++k)
-      worst = std::max(worst, std::abs(double(x[k]) - y[k]) / std::max(1.0, std::abs(double(y[k]))));
-  }
-  return worst;
-}
 
 /// The relative tolerance against the cpu: 1e-5 on the simulator (its GEMM
 /// is the cpu's; the pointwise kernels round as the cpu); 1e-4 on a GPU,
@@ -251,144 +206,64 @@ int mixed_devices(int rank) {
   }
 }
 
-int rank_main(const std::string &test_case, int rank, int world) {
-  if (!real_cuda())
-    ::setenv("KILN_CUDA_SIM", "1", 1); // before this rank's first CUDA tensor
-  dist::InitOptions init;
-  if (test_case == "nccl")
-    init.backend = "nccl";
-  dist::init_process_group(init); // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the parent
-  if (test_case == "equal" || test_case == "debug" || test_case == "nccl")
-    return train_and_compare(rank, world, false, {});
-  if (test_case == "bucket_views") {
-    dist::DDPOptions o;
-    o.gradient_as_bucket_view = true;
-    return train_and_compare(rank, world, false, o);
-  }
-  if (test_case == "small_bucket_views") {
-    dist::DDPOptions o;
+dist::DDPOptions bucket_views(bool one_per_parameter) {
+  dist::DDPOptions o;
+  if (one_per_parameter)
     o.first_bucket_cap_mb = o.bucket_cap_mb = 0.0001; // one bucket per parameter: the rebuild and launch order
-    o.gradient_as_bucket_view = true;
-    return train_and_compare(rank, world, false, o);
-  }
-  if (test_case == "no_sync")
-    return train_and_compare(rank, world, true, {});
-  if (test_case == "unused")
-    return unused_head(rank, world);
-  if (test_case == "bf16")
-    return bf16_hook(rank, world);
-  if (test_case == "mixed")
-    return mixed_devices(rank);
-  if (test_case == "desync")
-    return desync(rank);
-  return 99;
+  o.gradient_as_bucket_view = true;
+  return o;
 }
 
-TEST(DDPCudaRank, Run) {
-  const char *test_case = std::getenv("KILN_DDP_CUDA_TEST_CASE");
-  if (!test_case)
-    GTEST_SKIP() << "the rank side of the DDP-on-CUDA tests (run by them)";
-  const int rank = std::atoi(std::getenv("RANK")), world = std::atoi(std::getenv("WORLD_SIZE"));
-  int code = 98;
-  try {
-    code = rank_main(test_case, rank, world);
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-  }
-  std::fflush(stderr);
-  dist::destroy_process_group();
-  ::_exit(code);
-}
+const bool registered = register_rank_cases({
+    {"cuda_equal", [](int rank, int world) { return train_and_compare(rank, world, false, {}); }},
+    {"cuda_bucket_views", [](int rank, int world) { return train_and_compare(rank, world, false, bucket_views(false)); }},
+    {"cuda_small_bucket_views",
+     [](int rank, int world) { return train_and_compare(rank, world, false, bucket_views(true)); }},
+    {"cuda_no_sync", [](int rank, int world) { return train_and_compare(rank, world, true, {}); }},
+    {"cuda_unused", unused_head},
+    {"cuda_bf16", bf16_hook},
+    {"cuda_mixed", [](int rank, int) { return mixed_devices(rank); }},
+    {"cuda_desync", [](int rank, int) { return desync(rank); }},
+});
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-/// Runs `world` ranks of `test_case` as processes (extra environment
-/// `env`: NAME=VALUE); returns their exit codes (-signal when killed).
-/// Ranks still running after `limit` are SIGKILLed.
-std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit = 180s,
-                           const std::vector<std::pair<std::string, std::string>> &env = {}) {
-  const std::string port = std::to_string(free_port());
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("KILN_DDP_CUDA_TEST_CASE", test_case.c_str(), 1);
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv("KILN_DISTRIBUTED_TIMEOUT_S", "60", 1);
-      ::setenv("OMP_NUM_THREADS", "1", 1);
-      for (const auto &[name, value] : env)
-        ::setenv(name.c_str(), value.c_str(), 1);
-      ::execl("/proc/self/exe", "/proc/self/exe", "--gtest_filter=DDPCudaRank.Run", static_cast<char *>(nullptr));
-      ::_exit(97);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(static_cast<size_t>(world), -1000);
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  size_t left = pids.size();
-  while (left > 0) {
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (codes[r] != -1000)
-        continue;
-      int status = 0;
-      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-        --left;
-      }
-    }
-    if (std::chrono::steady_clock::now() > deadline)
-      for (size_t r = 0; r < pids.size(); ++r)
-        if (codes[r] == -1000)
-          ::kill(pids[r], SIGKILL);
-    std::this_thread::sleep_for(10ms);
-  }
-  return codes;
+/// The ranks' environment: the simulator's kernels are slow under a loaded
+/// CI machine, so the group waits 60 s; `extra` on top.
+std::vector<std::pair<std::string, std::string>> cuda_env(std::vector<std::pair<std::string, std::string>> extra = {}) {
+  extra.insert(extra.begin(), {"KILN_DISTRIBUTED_TIMEOUT_S", "60"});
+  return extra;
 }
 
 /// The Gloo tests run on the simulator (a GPU run of this binary does the
 /// NCCL test only: bench/gpu/run_checks.sh filters).
 TEST(DDPCuda, EagerTwentyStepsOnTwoAndThreeRanksEqualOneCpuProcessOnTheGlobalBatch) {
   for (int world : {2, 3})
-    EXPECT_EQ(run_ranks("equal", world), std::vector<int>(world, 0)) << world << " ranks";
+    EXPECT_EQ(run_ranks("cuda_equal", world, 180s, cuda_env()), std::vector<int>(world, 0)) << world << " ranks";
 }
 
 TEST(DDPCuda, GradientsAsBucketViewsInOneBucketAndInOneBucketPerParameter) {
-  EXPECT_EQ(run_ranks("bucket_views", 2), std::vector<int>(2, 0));
-  EXPECT_EQ(run_ranks("small_bucket_views", 2), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_bucket_views", 2, 180s, cuda_env()), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_small_bucket_views", 2, 180s, cuda_env()), std::vector<int>(2, 0));
 }
 
-TEST(DDPCuda, NoSyncAccumulationEqualsTheLargeBatch) { EXPECT_EQ(run_ranks("no_sync", 2), std::vector<int>(2, 0)); }
+TEST(DDPCuda, NoSyncAccumulationEqualsTheLargeBatch) { EXPECT_EQ(run_ranks("cuda_no_sync", 2, 180s, cuda_env()), std::vector<int>(2, 0)); }
 
 TEST(DDPCuda, FindUnusedParametersAndTheBf16CompressionHook) {
-  EXPECT_EQ(run_ranks("unused", 2), std::vector<int>(2, 0));
-  EXPECT_EQ(run_ranks("bf16", 2), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_unused", 2, 180s, cuda_env()), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_bf16", 2, 180s, cuda_env()), std::vector<int>(2, 0));
 }
 
 /// KILN_DISTRIBUTED_DEBUG=DETAIL: every collective's fingerprint compared
 /// across ranks (the model check's gathers, the rebuilt order's broadcast,
 /// the CUDA buckets) and the run still equals the single process.
 TEST(DDPCuda, DebugModeFingerprintsEveryCollective) {
-  EXPECT_EQ(run_ranks("debug", 2, 180s, {{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}}), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_equal", 2, 180s, cuda_env({{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}})), std::vector<int>(2, 0));
 }
 
 TEST(DDPCuda, DebugModeReportsADesyncOfTheCudaBucketsOnEveryRank) {
-  EXPECT_EQ(run_ranks("desync", 2, 180s, {{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}}), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_desync", 2, 180s, cuda_env({{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}})), std::vector<int>(2, 0));
 }
 
-TEST(DDPCuda, ParametersOnTwoDevicesAreAnErrorNamingBoth) { EXPECT_EQ(run_ranks("mixed", 1), std::vector<int>{0}); }
+TEST(DDPCuda, ParametersOnTwoDevicesAreAnErrorNamingBoth) { EXPECT_EQ(run_ranks("cuda_mixed", 1, 180s, cuda_env()), std::vector<int>{0}); }
 
 /// Backend "nccl" on the GPU: one rank per GPU, at most 2 (one H200: one
 /// rank; NCCL rejects two ranks of one communicator on the same GPU,
@@ -405,10 +280,10 @@ TEST(DDPCuda, NcclOnTheGpuEqualsOneCpuProcessOnTheGlobalBatch) {
     GTEST_SKIP() << why;
   }
   const int world = std::min(2, kiln::cuda::device_count());
-  EXPECT_EQ(run_ranks("nccl", world), std::vector<int>(world, 0)) << world << " ranks";
-  EXPECT_EQ(run_ranks("nccl", world, 180s, {{"KILN_DISTRIBUTED_DEBUG", "DETAIL"}}), std::vector<int>(world, 0))
+  EXPECT_EQ(run_ranks("cuda_equal", world, 180s, cuda_env({{"KILN_DDP_TEST_BACKEND", "nccl"}})), std::vector<int>(world, 0)) << world << " ranks";
+  EXPECT_EQ(run_ranks("cuda_equal", world, 180s, cuda_env({{"KILN_DDP_TEST_BACKEND", "nccl"}, {"KILN_DISTRIBUTED_DEBUG", "DETAIL"}})), std::vector<int>(world, 0))
       << world << " ranks, fingerprints checked";
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::distributed_test

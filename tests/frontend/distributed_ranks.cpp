@@ -32,18 +32,20 @@ std::pair<Tensor, Tensor> batch(int s) {
   return {randn({kGlobalBatch, kIn}), randn({kGlobalBatch, kOut})};
 }
 
-Tensor rows_of(const Tensor &t, int rank, int world) {
+Tensor rows_of(const Tensor &t, int rank, int world, Device device) {
   const int64_t per = kGlobalBatch / world;
-  return t.narrow(0, rank * per, per).contiguous();
+  return t.narrow(0, rank * per, per).contiguous().to(device);
 }
 
 /// Largest relative difference between the two models' parameters.
 double max_rel_diff(nn::Module &a, nn::Module &b) {
   auto pa = a.parameters(), pb = b.parameters();
+  if (pa.size() != pb.size())
+    return 1e30;
   double worst = 0;
   for (size_t i = 0; i < pa.size(); ++i) {
-    const float *x = pa[i].data_ptr<float>(), *y = pb[i].data_ptr<float>();
-    for (int64_t k = 0; k < pa[i].numel(); ++k)
+    const std::vector<float> x = pa[i].detach().cpu().to_vector<float>(), y = pb[i].detach().cpu().to_vector<float>();
+    for (size_t k = 0; k < x.size(); ++k)
       worst = std::max(worst, std::abs(double(x[k]) - y[k]) / std::max(1.0, std::abs(double(y[k]))));
   }
   return worst;
@@ -84,7 +86,10 @@ TEST(DDPRank, Run) {
       std::fprintf(stderr, "rank %d: no rank case '%s'\n", rank, test_case);
       code = kUnknownCase;
     } else {
-      dist::init_process_group(); // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the parent
+      dist::InitOptions init; // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the parent
+      if (const char *backend = std::getenv("KILN_DDP_TEST_BACKEND"))
+        init.backend = backend;
+      dist::init_process_group(init);
       code = it->second(rank, world);
     }
   } catch (const std::exception &e) {
@@ -97,7 +102,8 @@ TEST(DDPRank, Run) {
 
 } // namespace
 
-std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit) {
+std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit,
+                           const std::vector<std::pair<std::string, std::string>> &env) {
   const std::string port = std::to_string(test_support::free_port());
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
@@ -110,6 +116,8 @@ std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono:
       ::setenv("MASTER_PORT", port.c_str(), 1);
       ::setenv("KILN_DISTRIBUTED_TIMEOUT_S", test_case == "exit" || test_case == "hang" ? "2" : "20", 1);
       ::setenv("OMP_NUM_THREADS", "1", 1);
+      for (const auto &[name, value] : env)
+        ::setenv(name.c_str(), value.c_str(), 1);
       ::execl("/proc/self/exe", "/proc/self/exe", "--gtest_filter=DDPRank.Run", static_cast<char *>(nullptr));
       ::_exit(97);
     }

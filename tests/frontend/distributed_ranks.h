@@ -30,11 +30,12 @@ std::shared_ptr<nn::Module> make_model(int64_t hidden = 16);
 /// The global batch of step `s`: x [12, 8], y [12, 4].
 std::pair<Tensor, Tensor> batch(int s);
 
-/// Rank `rank`'s equal share of the rows of `t` (kGlobalBatch rows).
-Tensor rows_of(const Tensor &t, int rank, int world);
+/// Rank `rank`'s equal share of the rows of `t` (kGlobalBatch rows), on `device`.
+Tensor rows_of(const Tensor &t, int rank, int world, Device device = kCPU);
 
 /// Largest relative difference between the two models' float32 parameters
-/// (|x - y| / max(1, |y|)).
+/// (|x - y| / max(1, |y|); either model on any device; 1e30 when the
+/// parameter lists differ in length).
 double max_rel_diff(nn::Module &a, nn::Module &b);
 
 /// A rank-side case: runs on rank `rank` of `world` after
@@ -48,7 +49,10 @@ bool register_rank_cases(std::vector<std::pair<std::string, RankCase>> cases);
 /// Runs `world` ranks of `test_case` as processes; returns their exit codes
 /// (-signal when killed). Ranks still running after `limit` are SIGKILLed.
 /// The group's timeout (KILN_DISTRIBUTED_TIMEOUT_S) is 20 s, or 2 s for the
-/// cases "exit" and "hang".
-std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit = 60s);
+/// cases "exit" and "hang"; `env` (NAME, VALUE) is set in each rank after
+/// these, e.g. KILN_DISTRIBUTED_DEBUG=DETAIL, or KILN_DDP_TEST_BACKEND=nccl
+/// (the backend init_process_group gets; default gloo).
+std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit = 60s,
+                           const std::vector<std::pair<std::string, std::string>> &env = {});
 
 } // namespace kiln::distributed_test

@@ -67,7 +67,8 @@ double max_rel_diff(const std::vector<std::pair<std::string, Tensor>> &a,
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].first != b[i].first || a[i].second.sizes() != b[i].second.sizes())
       return 1e30;
-    Tensor x = a[i].second.detach().to(kFloat64).contiguous(), y = b[i].second.detach().to(kFloat64).contiguous();
+    Tensor x = a[i].second.detach().cpu().to(kFloat64).contiguous(),
+           y = b[i].second.detach().cpu().to(kFloat64).contiguous();
     for (int64_t k = 0; k < x.numel(); ++k) {
       const double xv = x.data_ptr<double>()[k], yv = y.data_ptr<double>()[k];
       worst = std::max(worst, std::abs(xv - yv) / std::max(1.0, std::abs(yv)));
@@ -88,13 +89,20 @@ Tensor shard_mse(const Tensor &out, const Tensor &target, int world) {
 /// the global batch: parameters and buffers (running stats,
 /// num_batches_tracked) within 1e-5, then eval outputs on the global batch.
 /// "compiled": DDP wraps kiln::compile(model) (SyncBatchNorm is a graph break).
+/// "cuda": the model on the CUDA-on-CPU simulator (each rank its own cuda:0;
+/// the statistics and gradient sums are exchanged on the device, as NCCL
+/// needs), unequal shards; the reference stays on the cpu.
 int syncbn_ddp(const std::string &variant, int rank, int world) {
-  const bool compiled = variant == "compiled";
-  const std::vector<int64_t> sizes = syncbn_split(compiled ? "unequal" : variant, world);
+  const bool compiled = variant == "compiled", cuda = variant == "cuda";
+  const std::vector<int64_t> sizes = syncbn_split(compiled || cuda ? "unequal" : variant, world);
+  if (cuda)
+    ::setenv("KILN_CUDA_SIM", "1", 1); // before this rank's first CUDA tensor
+  const Device device = cuda ? Device(DeviceType::CUDA, 0) : kCPU;
   auto model = nn::SyncBatchNorm::convert_sync_batchnorm(make_bn_model());
   auto reference = make_bn_model();
   if (!std::dynamic_pointer_cast<nn::SyncBatchNorm>(model->named_children()[1].second))
     return 2;
+  model->to(device);
   std::shared_ptr<nn::Module> wrapped = compiled ? kiln::compile(model) : model;
   auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped);
   optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
@@ -103,7 +111,8 @@ int syncbn_ddp(const std::string &variant, int rank, int world) {
     auto [x, y] = batch(s);
     opt.zero_grad();
     ref_opt.zero_grad();
-    shard_mse(ddp->forward(shard_rows(x, sizes, rank)), shard_rows(y, sizes, rank), world).backward();
+    shard_mse(ddp->forward(shard_rows(x, sizes, rank).to(device)), shard_rows(y, sizes, rank).to(device), world)
+        .backward();
     nn::functional::mse_loss(reference->forward(x), y).backward();
     opt.step();
     ref_opt.step();
@@ -113,7 +122,7 @@ int syncbn_ddp(const std::string &variant, int rank, int world) {
   ddp->eval();
   reference->eval();
   auto [x, y] = batch(100);
-  Tensor out = ddp->forward(x), ref_out = reference->forward(x);
+  Tensor out = ddp->forward(x.to(device)), ref_out = reference->forward(x);
   const double eval = max_rel_diff({{"out", out}}, {{"out", ref_out}});
   if (params > 1e-5 || buffers > 1e-5 || eval > 1e-5) {
     std::fprintf(stderr, "rank %d (%s): parameters differ by %g, buffers by %g, eval outputs by %g\n", rank,
@@ -202,14 +211,14 @@ int syncbn_rank_main(const std::string &test_case, int rank, int world) {
 const bool registered = [] {
   std::vector<std::pair<std::string, RankCase>> cases;
   for (const char *name : {"syncbn_ddp_equal", "syncbn_ddp_unequal", "syncbn_ddp_empty", "syncbn_ddp_compiled",
-                           "syncbn_grad", "syncbn_too_few"})
+                           "syncbn_ddp_cuda", "syncbn_grad", "syncbn_too_few"})
     cases.emplace_back(name,
                        [name = std::string(name)](int rank, int world) { return syncbn_rank_main(name, rank, world); });
   return register_rank_cases(std::move(cases));
 }();
 
 TEST(SyncBatchNorm, DDPTwentyStepsOnTwoAndThreeRanksEqualBatchNormOnTheGlobalBatch) {
-  for (const char *variant : {"equal", "unequal", "empty", "compiled"})
+  for (const char *variant : {"equal", "unequal", "empty", "compiled", "cuda"})
     for (int world : {2, 3})
       EXPECT_EQ(run_ranks(std::string("syncbn_ddp_") + variant, world, 60s), std::vector<int>(world, 0))
           << variant << " shards on " << world << " ranks";
