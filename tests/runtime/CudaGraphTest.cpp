@@ -118,6 +118,25 @@ std::vector<float> input(int round) {
   return v;
 }
 
+/// Pinned host floats (DeviceMemory::host_allocate), freed at scope exit.
+class PinnedArray {
+public:
+  PinnedArray(size_t n, float value) : n_(n), data_(static_cast<float *>(sim().api->host_allocate(n * sizeof(float)))) {
+    for (size_t i = 0; i < n; ++i)
+      data_[i] = value;
+  }
+  ~PinnedArray() { sim().api->host_free(data_); }
+  PinnedArray(const PinnedArray &) = delete;
+  PinnedArray &operator=(const PinnedArray &) = delete;
+  float *data() const { return data_; }
+  float &operator[](size_t i) const { return data_[i]; }
+  std::vector<float> to_vector() const { return std::vector<float>(data_, data_ + n_); }
+
+private:
+  size_t n_;
+  float *data_;
+};
+
 template <class F> std::string error_of(F &&body) {
   try {
     body();
@@ -139,9 +158,10 @@ TEST(CudaGraph, ReplaysEqualDirectLaunchesBitForBit) {
   StepBuffers direct = allocate_step(s);
   t.api->memcpy_async(direct.w, weights.data(), kN * sizeof(float), CopyKind::HostToDevice, s);
 
-  // Captured: w written before the capture, the rest allocated in it (from the pool).
+  // Captured: w written before the capture, the rest allocated in it (from
+  // the pool); the host side of the captured copies is pinned memory.
   CudaGraph graph;
-  std::vector<float> static_in(kN, 0.0f), graph_out(kBlocks, -1.0f);
+  PinnedArray static_in(kN, 0.0f), graph_out(kBlocks, -1.0f);
   float *w = static_cast<float *>(t.alloc->malloc(kN * sizeof(float), s));
   t.api->memcpy_async(w, weights.data(), kN * sizeof(float), CopyKind::HostToDevice, s);
   graph.capture_begin(*stream);
@@ -153,14 +173,15 @@ TEST(CudaGraph, ReplaysEqualDirectLaunchesBitForBit) {
   enqueue_step(captured, static_in.data(), graph_out.data(), 1.5f, s);
   graph.capture_end();
   ASSERT_TRUE(graph.is_captured());
-  EXPECT_EQ(graph_out, std::vector<float>(kBlocks, -1.0f)) << "the capture ran the work instead of recording it";
+  EXPECT_EQ(graph_out.to_vector(), std::vector<float>(kBlocks, -1.0f))
+      << "the capture ran the work instead of recording it";
   const GraphPoolStats pool = t.alloc->graph_pool_stats(graph.pool());
   EXPECT_EQ(pool.use_count, 1);
   EXPECT_GT(pool.allocated_bytes, 0); // x, y, sums
 
   for (int round = 0; round < 5; ++round) {
     const std::vector<float> in = input(round);
-    static_in = in; // new contents of the static input
+    std::memcpy(static_in.data(), in.data(), kN * sizeof(float)); // new contents of the static input
     graph.replay();
     stream->synchronize();
     std::vector<float> direct_out(kBlocks, -2.0f);
@@ -184,7 +205,7 @@ TEST(CudaGraph, SynchronizeDuringCaptureInvalidatesItWithTheReason) {
   auto stream = t.backend->create_stream(0);
   const StreamHandle s = stream_handle(*stream);
   StepBuffers b = allocate_step(s);
-  std::vector<float> in(kN, 1.0f), out(kBlocks);
+  PinnedArray in(kN, 1.0f), out(kBlocks, 0.0f);
   CudaGraph graph;
   graph.capture_begin(*stream);
   enqueue_step(b, in.data(), out.data(), 2.0f, s);
@@ -229,6 +250,28 @@ TEST(CudaGraph, SynchronizeDuringCaptureInvalidatesItWithTheReason) {
   graph.replay(); // an empty graph
   graph.reset();
   free_step(b);
+}
+
+TEST(CudaGraph, CopyOfPageableHostMemoryDuringCaptureIsAnError) {
+  Sim &t = sim();
+  auto stream = t.backend->create_stream(0);
+  const StreamHandle s = stream_handle(*stream);
+  float *x = static_cast<float *>(t.alloc->malloc(kN * sizeof(float), s));
+  std::vector<float> pageable(kN, 1.0f);
+  CudaGraph graph;
+  graph.capture_begin(*stream);
+  try {
+    t.api->memcpy_async(x, pageable.data(), kN * sizeof(float), CopyKind::HostToDevice, s);
+    FAIL() << "expected a CudaError";
+  } catch (const CudaError &e) {
+    EXPECT_EQ(e.code(), 900);
+    EXPECT_NE(std::string(e.what()).find("a copy from pageable host memory (4000 bytes) cannot be captured; "
+                                         "expected pinned memory"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(graph.capture_end(), CudaError);
+  t.alloc->free(x);
 }
 
 TEST(CudaGraph, CaptureOnAnotherDevicesStreamOrTheDefaultStreamIsAnError) {
@@ -279,7 +322,7 @@ TEST(CudaGraph, ASecondGraphSharingThePoolReusesItsBlocks) {
   Sim &t = sim();
   auto stream = t.backend->create_stream(0);
   const StreamHandle s = stream_handle(*stream);
-  std::vector<float> in(kN, 0.5f), out1(kBlocks), out2(kBlocks);
+  PinnedArray in(kN, 0.5f), out1(kBlocks, 0.0f), out2(kBlocks, 0.0f);
   const GraphPoolId pool = graph_pool_handle(0);
 
   // Graph 1 (one "shape"): its buffers are temporaries, freed after the capture.

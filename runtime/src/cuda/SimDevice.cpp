@@ -153,8 +153,22 @@ public:
     std::lock_guard<std::mutex> lock(mu_);
     return {capacity_ - used_, capacity_};
   }
-  void *host_allocate(size_t nbytes) override { return std::aligned_alloc(64, (nbytes + 63) / 64 * 64); }
-  void host_free(void *ptr) override { std::free(ptr); }
+  /// "Pinned" memory: plain host memory, remembered so a captured copy can
+  /// tell it from pageable memory (which CUDA cannot capture).
+  void *host_allocate(size_t nbytes) override {
+    void *p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (p)
+      pinned_[reinterpret_cast<uintptr_t>(p)] = nbytes;
+    return p;
+  }
+  void host_free(void *ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pinned_.erase(reinterpret_cast<uintptr_t>(ptr));
+    }
+    std::free(ptr);
+  }
 
   // ---- events and streams: work runs inline, so every event has completed ----
   EventHandle event_create() override { return timed_event_create(); }
@@ -201,10 +215,20 @@ public:
   void stream_wait_event(StreamHandle, EventHandle) override {}
 
   // ---- copies and kernels ----------------------------------------------------
-  void memcpy_async(void *dst, const void *src, size_t nbytes, CopyKind, StreamHandle stream) override {
+  void memcpy_async(void *dst, const void *src, size_t nbytes, CopyKind kind, StreamHandle stream) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (Capture *c = recording(stream, "cuMemcpyAsync")) {
+        // A copy from or to pageable host memory is synchronous, which a
+        // capture cannot record (PyTorch's "operation not permitted when
+        // stream is capturing" for a CPU tensor copied in a capture).
+        const void *host = kind == CopyKind::HostToDevice ? src : kind == CopyKind::DeviceToHost ? dst : nullptr;
+        if (host && !is_pinned(host, nbytes))
+          fail_capture(*c, "cuMemcpyAsync", stream, kErrorCaptureUnsupported,
+                       "a copy " + std::string(kind == CopyKind::HostToDevice ? "from" : "to") +
+                           " pageable host memory (" + std::to_string(nbytes) +
+                           " bytes) cannot be captured; expected pinned memory (host_allocate, "
+                           "CachingHostAllocator) or a device buffer");
         GraphNode node;
         node.kind = GraphNode::Kind::Copy;
         node.dst = dst;
@@ -352,6 +376,15 @@ private:
     }
   }
 
+  /// [p, p + nbytes) lies inside one host_allocate block (mu_ held).
+  bool is_pinned(const void *p, size_t nbytes) const {
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    auto it = pinned_.upper_bound(address);
+    if (it == pinned_.begin())
+      return false;
+    --it;
+    return address + nbytes <= it->first + it->second;
+  }
   /// The capture in progress on `stream`, or null (mu_ held).
   Capture *capture_of(StreamHandle stream) {
     auto it = captures_.find(stream);
@@ -407,6 +440,7 @@ private:
   std::map<void *, size_t> sizes_;
   std::map<EventHandle, double> event_times_;
   uintptr_t last_handle_ = 0; ///< the newest handle this device made
+  std::map<uintptr_t, size_t> pinned_;                              ///< host_allocate blocks: address -> bytes
   std::set<StreamHandle> streams_;                                  ///< from stream_create, not destroyed
   std::map<StreamHandle, Capture> captures_;                        ///< captures in progress
   std::map<GraphHandle, std::shared_ptr<const GraphNodes>> graphs_; ///< captured graphs

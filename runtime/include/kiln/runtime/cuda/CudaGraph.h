@@ -13,7 +13,10 @@
 //
 // What may run during a capture (between capture_begin and capture_end, on
 // the capturing stream): kernel launches, memcpy_async and memset_async.
-// They are recorded with their arguments (pointers and sizes as values), so
+// The host side of a captured copy must be pinned memory (host_allocate,
+// CachingHostAllocator, pin_memory()): a pageable copy is synchronous and
+// cannot be captured. They are recorded with their arguments (pointers and
+// sizes as values), so
 // each replay reads and writes the same addresses: inputs must be copied
 // into the buffers the capture used (static inputs), outputs read from the
 // buffers it wrote. Memory allocated on the capturing stream during the

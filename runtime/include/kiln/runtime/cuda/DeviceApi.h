@@ -112,7 +112,8 @@ public:
   // launch_kernel, memcpy_async and memset_async on it are recorded into a
   // graph, not run (their arguments are copied at the call; the memory they
   // name is read and written when the graph is launched). A synchronize of
-  // the capturing stream, or another call the capture cannot record, throws
+  // the capturing stream, a copy from or to pageable (not pinned) host
+  // memory on it, or another call the capture cannot record, throws
   // CudaError (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the
   // capture: every later call on the stream and stream_end_capture throw
   // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED naming the first failure. Work
