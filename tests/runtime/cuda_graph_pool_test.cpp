@@ -90,6 +90,23 @@ TEST(CudaGraphPool, ASecondCaptureIntoTheSamePoolReusesItsBlocks) {
   EXPECT_EQ(dev.used_bytes(), 0u);
 }
 
+TEST(CudaGraphPool, DuringACaptureTheCacheIsNotReturnedToTheDevice) {
+  FakeDevice dev(64 * kMiB);
+  CachingAllocator alloc(dev, 0, no_options());
+  alloc.free(alloc.malloc(30 * kMiB, kOther)); // a cached 30 MiB segment
+  const GraphPoolId pool = alloc.new_graph_pool();
+  alloc.begin_allocate_to_pool(pool, kCapture);
+  alloc.empty_cache(); // nothing: cuMemFree would break the capture
+  EXPECT_EQ(dev.num_raw_frees(), 0);
+  EXPECT_THROW(alloc.malloc(40 * kMiB, kCapture), OutOfMemoryError); // no release and retry either
+  EXPECT_EQ(dev.num_raw_frees(), 0);
+  EXPECT_EQ(alloc.memory_stats().num_alloc_retries, 0);
+  alloc.end_allocate_to_pool(kCapture);
+  alloc.release_pool(pool);
+  alloc.empty_cache();
+  EXPECT_EQ(dev.num_raw_frees(), 1);
+}
+
 TEST(CudaGraphPool, MisuseNamesTheCallAndTheValue) {
   FakeDevice dev(64 * kMiB);
   CachingAllocator alloc(dev, 0, no_options());

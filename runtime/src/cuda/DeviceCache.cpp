@@ -92,6 +92,10 @@ Block *DeviceCache::allocate_segment(const Request &r, bool is_retry) {
 Block *DeviceCache::allocate_segment_with_retry(const Request &r) {
   if (Block *block = allocate_segment(r, /*is_retry=*/false))
     return block;
+  // cuMemFree during a capture is illegal (it synchronizes): no release
+  // and retry then (PyTorch's captures_underway check).
+  if (!capture_targets_.empty())
+    throw_out_of_memory(r);
   release_cached_blocks();
   if (Block *block = allocate_segment(r, /*is_retry=*/true))
     return block;

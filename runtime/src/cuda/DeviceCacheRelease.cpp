@@ -46,6 +46,8 @@ void DeviceCache::record_stream(void *ptr, StreamHandle stream) {
 }
 
 void DeviceCache::empty_cache() {
+  if (!capture_targets_.empty())
+    return; // cuMemFree during a capture is illegal: the cache stays until it ends
   release_cached_blocks();
   destroy_spare_events();
 }

@@ -36,8 +36,11 @@
 //   after the capture goes back to that pool (a later capture into the
 //   same pool reuses it: one pool shared by several graphs). When the last
 //   capture into a pool is released (release_pool), its free segments go
-//   back to the device, and the rest as their blocks are freed. During a
-//   capture the allocator neither queries nor synchronizes events.
+//   back to the device, and the rest as their blocks are freed. While any
+//   stream allocates to a pool (a capture), the allocator neither queries
+//   nor synchronizes events nor returns memory to the device (cuMemFree
+//   is illegal then): empty_cache does nothing, and a full device is an
+//   OutOfMemoryError at once, without the release-and-retry.
 // Differences from PyTorch: one mutex (not recursive); no
 // expandable segments, garbage-collection threshold, memory fraction,
 // history recording or IPC; the retry does not first free only the
