@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/runtime/DeviceBackend.h"
@@ -299,6 +300,26 @@ TEST(CudaGraph, CaptureOnAnotherDevicesStreamOrTheDefaultStreamIsAnError) {
     EXPECT_EQ(e.code(), 900);
     EXPECT_NE(std::string(e.what()).find("legacy default stream (0) cannot be captured"), std::string::npos);
   }
+}
+
+TEST(CudaGraph, TheCaptureEndsOnTheThreadThatBeganIt) {
+  Sim &t = sim();
+  auto stream = t.backend->create_stream(0);
+  const StreamHandle s = stream_handle(*stream);
+  t.api->stream_begin_capture(s);
+  std::string from_other_thread;
+  std::thread other([&] { from_other_thread = error_of([&] { t.api->stream_end_capture(s); }); });
+  other.join();
+  EXPECT_NE(from_other_thread.find("cuStreamEndCapture failed: CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"),
+            std::string::npos)
+      << from_other_thread;
+  const GraphHandle graph = t.api->stream_end_capture(s); // still capturing: this thread ends it
+  const GraphExecHandle exec = t.api->graph_instantiate(graph);
+  t.api->graph_launch(exec, s);
+  t.api->graph_exec_destroy(exec);
+  t.api->graph_destroy(graph);
+  EXPECT_NE(error_of([&] { t.api->graph_launch(exec, s); }).find("CUDA_ERROR_INVALID_HANDLE: graph exec"),
+            std::string::npos);
 }
 
 TEST(CudaGraph, ReplayWithoutACapturedGraphIsAnError) {

@@ -41,6 +41,26 @@
 // CachingAllocator::graph_pool_stats(pool()) and
 // CudaMemoryStats::graph_pool_reserved_bytes / graph_pool_allocated_bytes.
 //
+// A compiled executable (issue 16 item 3: a static-shape forward or
+// backward captured once, replayed after) uses it like this:
+//   - once per compiled function: pool = graph_pool_handle(device) (one pool
+//     for all its shapes), a capture stream from DeviceBackend::create_stream;
+//   - first run of a shape: run the launch list once normally (kernels
+//     loaded, cuBLASLt heuristics cached), then allocate the static input
+//     buffers, StreamGuard(device, capture stream) so Allocator::allocate
+//     lands in the pool, graph.capture_begin(capture_stream, pool), run the
+//     launch list on the capture stream reading the static inputs (arena
+//     and outputs allocated inside the capture), graph.capture_end(); a
+//     CudaError from any of these is the fallback reason (stream launches,
+//     kiln::explain: e.what());
+//   - each run: copy the caller's inputs into the static inputs
+//     (memcpy_async device to device on the run stream, outside the graph:
+//     the caller's addresses change), graph.replay(run_stream), hand out
+//     the static outputs (the next replay overwrites them: copy or keep
+//     one live run per graph);
+//   - a new shape: a new CudaGraph with the same pool; graph.reset() when
+//     the artifact is dropped.
+//
 // Thread-compatible (one thread at a time per graph), as torch's CUDAGraph.
 #pragma once
 
