@@ -12,6 +12,8 @@
 #include "kiln/cuda.h"
 #include "kiln/cuda_graph.h"
 #include "kiln/kiln.h"
+#include "kiln/runtime/DeviceBackend.h"
+#include "kiln/runtime/cuda/CachingAllocator.h"
 
 namespace kiln {
 namespace {
@@ -53,6 +55,42 @@ TEST_F(CudaGraphEager, ReplaysEqualTheOpsRunEagerly) {
   graph.reset();
   EXPECT_FALSE(graph.is_captured());
   EXPECT_THROW(graph.replay(), Error);
+}
+
+// Two shapes, two graphs, one pool: the smaller shape's capture takes the
+// blocks the first graph's temporaries left in the pool (no new segment),
+// and each graph keeps giving its own shape's result.
+TEST_F(CudaGraphEager, GraphsOfTwoShapesShareOnePool) {
+  manual_seed(5);
+  Tensor big = zeros({32, 40}).to(kCuda0), small = zeros({8, 40}).to(kCuda0), w = randn({40}).to(kCuda0);
+  auto step = [&](const Tensor &in) { return ((in * w).exp() + in).relu().sum({1}); };
+  (void)step(big);
+  (void)step(small);
+  auto *alloc = dynamic_cast<runtime::cuda::CachingAllocator *>(&runtime::find_backend(DeviceType::CUDA)->allocator(0));
+  ASSERT_NE(alloc, nullptr);
+  const uint64_t pool = cuda::graph_pool_handle();
+  cuda::Graph first, second;
+  first.capture_begin(pool);
+  Tensor y_big = step(big); // its temporaries are freed inside the capture, back to the pool
+  first.capture_end();
+  const int64_t reserved = alloc->graph_pool_stats(pool).reserved_bytes;
+  const int64_t segments = alloc->memory_stats().num_device_alloc;
+  second.capture_begin(pool);
+  Tensor y_small = step(small);
+  second.capture_end();
+  EXPECT_EQ(second.pool(), pool);
+  EXPECT_EQ(alloc->graph_pool_stats(pool).use_count, 2);
+  EXPECT_EQ(alloc->graph_pool_stats(pool).reserved_bytes, reserved) << "the second shape took no new memory";
+  EXPECT_EQ(alloc->memory_stats().num_device_alloc, segments);
+  for (int round = 0; round < 2; ++round) {
+    big.copy_(randn({32, 40}).to(kCuda0));
+    small.copy_(randn({8, 40}).to(kCuda0));
+    first.replay();
+    second.replay();
+    cuda::synchronize();
+    EXPECT_TRUE(bitwise_equal(y_big, step(big))) << "round " << round;
+    EXPECT_TRUE(bitwise_equal(y_small, step(small))) << "round " << round;
+  }
 }
 
 TEST_F(CudaGraphEager, ASynchronizingOpInvalidatesTheCaptureWithTheReason) {
