@@ -13,7 +13,7 @@
 // this CPU: its features are recorded and checked at load), the launch list
 // and memory plan, the weights (safetensors, kiln::save's layout), the guards
 // (dtype and static sizes of every input and output), the Kiln version and a
-// SHA-256 of the file. The same model, inputs' shapes and options give the
+// CRC-32 of the file. The same model, inputs' shapes and options give the
 // same bytes. CPU only (CUDA CUBIN/PTX are not exported yet).
 #pragma once
 

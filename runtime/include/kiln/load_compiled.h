@@ -9,7 +9,7 @@
 //   std::vector<kiln::runtime::HostTensor> out = m.run({x});      // [32, 10] float32
 //
 // The artifact format (one file: kernels as x86-64 object code, launch list,
-// memory plan, weights as safetensors, guards, version, ISA, SHA-256) is
+// memory plan, weights as safetensors, guards, version, ISA, CRC-32) is
 // described in runtime/src/artifact/FORMAT.md.
 #pragma once
 

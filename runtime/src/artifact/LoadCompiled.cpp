@@ -3,9 +3,10 @@
 // weights, and run with the inputs checked against the guards.
 #include "kiln/load_compiled.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "artifact/ElfLoader.h"
 #include "kiln/runtime/Artifact.h"
@@ -170,16 +171,32 @@ void place_weights(LoadedModel::State &s, const std::string &safetensors) {
   }
 }
 
+/// KILN_LOG contains "load": one line per load with the phases' times.
+bool log_load() {
+  const char *v = std::getenv("KILN_LOG");
+  return v && std::strstr(v, "load");
+}
+
+double ms_since(std::chrono::steady_clock::time_point &t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - t).count();
+  t = now;
+  return ms;
+}
+
 } // namespace
 
 LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string &name,
                                      const runtime::LoadOptions &options) {
+  auto t = std::chrono::steady_clock::now();
+  double ms[4] = {};
   auto state = std::make_shared<LoadedModel::State>();
   state->name = name;
   std::string error;
   runtime::artifact::ReadOptions read_options;
   read_options.check_host_isa = options.check_host_isa;
   if (!runtime::artifact::read_artifact(bytes, name, read_options, &state->meta, &error)) throw LoadError(error);
+  ms[0] = ms_since(t);
   state->inputs = runtime::specs_of(state->meta.inputs);
   state->outputs = runtime::specs_of(state->meta.outputs);
   if (!state->meta.kernels.empty()) {
@@ -187,6 +204,7 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
     if (!object) throw LoadError(name + ": " + error);
     state->object = std::move(object);
   }
+  ms[1] = ms_since(t);
   auto object = state->object;
   auto resolve = [&](const std::string &symbol, bool split_rows, std::string *why) {
     void *fn = object ? object->symbol("_mlir_" + symbol) : nullptr;
@@ -198,7 +216,12 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
   };
   state->exe = runtime::artifact::decode_launches(state->meta.program, resolve, object, &error);
   if (!state->exe) throw LoadError(name + ": " + error);
+  ms[2] = ms_since(t);
   place_weights(*state, state->meta.safetensors);
+  ms[3] = ms_since(t);
+  if (log_load())
+    std::fprintf(stderr, "[kiln] load_compiled %s: verify %.2f ms, kernels %.2f ms, launch list %.2f ms, weights %.2f ms\n",
+                 name.c_str(), ms[0], ms[1], ms[2], ms[3]);
   state->meta.program.clear();
   state->meta.kernels.clear();
   state->meta.safetensors.clear();
@@ -206,12 +229,22 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
 }
 
 LoadedModel load_compiled(const std::string &path, const runtime::LoadOptions &options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw LoadError(path + ": cannot open the file (" + std::strerror(errno) + ")");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw LoadError(path + ": read error");
-  return load_compiled_from_bytes(bytes.str(), path, options);
+  auto t = std::chrono::steady_clock::now();
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) throw LoadError(path + ": cannot open the file (" + std::strerror(errno) + ")");
+  std::string bytes;
+  char chunk[1 << 16];
+  if (std::fseek(f, 0, SEEK_END) == 0) {
+    const long size = std::ftell(f);
+    if (size > 0) bytes.reserve(static_cast<size_t>(size));
+    std::rewind(f);
+  }
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.append(chunk, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw LoadError(path + ": read error");
+  if (log_load()) std::fprintf(stderr, "[kiln] load_compiled %s: read %.2f ms\n", path.c_str(), ms_since(t));
+  return load_compiled_from_bytes(bytes, path, options);
 }
 
 } // namespace kiln

@@ -4,9 +4,9 @@
 //
 // Input: byte 0 picks the mode, the rest is the payload.
 //   even: the payload is an artifact file as found on disk;
-//   odd:  the payload is an artifact whose size field and SHA-256 trailer
-//         the target rewrites (FORMAT.md: u64 file size at byte 16, SHA-256
-//         of everything before the last 32 bytes), so mutations reach the
+//   odd:  the payload is an artifact whose size field and CRC-32 trailer
+//         the target rewrites (FORMAT.md: u64 file size at byte 16; last 8
+//         bytes: CRC-32 of the bytes before them, "KEND"), so mutations reach the
 //         section table, the JSON sections, the ELF loader and the weights
 //         instead of stopping at the checksum.
 // Properties: no crash or sanitizer report; a load either succeeds or throws
@@ -17,21 +17,23 @@
 #include <cstring>
 #include <string>
 
-#include "cuda/Sha256.h"
+#include <zlib.h>
+
 #include "fuzz_input.h"
 #include "kiln/load_compiled.h"
 
 namespace {
 
-/// Rewrites the file-size field and the SHA-256 trailer (FORMAT.md).
+/// Rewrites the file-size field and the CRC-32 trailer (FORMAT.md), written
+/// here from the format, independently of the reader.
 void fix_checksum(std::string &bytes) {
-  if (bytes.size() < 64) return;
+  if (bytes.size() < 32) return;
   const uint64_t size = bytes.size();
   for (int i = 0; i < 8; ++i) bytes[16 + i] = static_cast<char>((size >> (8 * i)) & 0xff);
-  kiln::runtime::cuda::Sha256 h;
-  h.update(bytes.data(), bytes.size() - 32);
-  auto d = h.digest();
-  std::memcpy(&bytes[bytes.size() - 32], d.data(), 32);
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef *>(bytes.data()), bytes.size() - 8));
+  for (int i = 0; i < 4; ++i) bytes[bytes.size() - 8 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  std::memcpy(&bytes[bytes.size() - 4], "KEND", 4);
 }
 
 } // namespace

@@ -49,7 +49,7 @@ struct Contents {
 };
 
 /// The artifact's bytes: header, section table, sections (64-byte aligned),
-/// SHA-256 of everything before it. Deterministic: equal Contents give equal bytes.
+/// CRC-32 of everything before it. Deterministic: equal Contents give equal bytes.
 std::string write_artifact(const Contents &contents);
 
 struct ReadOptions {
