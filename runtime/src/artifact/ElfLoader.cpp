@@ -290,11 +290,15 @@ std::unique_ptr<LoadedObject> LoadedObject::load(const std::string &file, bool e
       }
     }
   }
-  // ---- protections: code read+execute, the rest read-only (W^X) ----------
+  // ---- protections: code read+execute, the rest read-only or read-write (W^X) --
   const size_t code_bytes = align_to(code_end, kPage);
   if (code_bytes > 0 && mprotect(mem, code_bytes, execute ? PROT_READ | PROT_EXEC : PROT_READ) != 0)
     return fail("mprotect of the code failed");
-  if (object->size_ > code_bytes && mprotect(mem + code_bytes, object->size_ - code_bytes, PROT_READ) != 0)
+  bool writable = false;  // a kernel with mutable globals (.data/.bss) keeps its data pages writable
+  for (const Section &s : sections)
+    writable = writable || (s.loaded && !s.code && (s.header->sh_flags & SHF_WRITE));
+  if (object->size_ > code_bytes &&
+      mprotect(mem + code_bytes, object->size_ - code_bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ) != 0)
     return fail("mprotect of the constants failed");
   return object;
 }
