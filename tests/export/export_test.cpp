@@ -273,6 +273,31 @@ TEST_F(ExportedMlp, SeparateProcessReportsBadFiles) {
   EXPECT_NE(r.err.find("input 0: expected float32 [8, 64], got float32 [4]"), std::string::npos) << r.err;
 }
 
+TEST(ExportCompiled, WorksWithTheKernelCacheOff) {
+  // KILN_CACHE_DIR= turns the cache off: the export compiles into a
+  // temporary cache folder of its own and removes it. KILN_DISABLE_CACHE=1
+  // turns off every cache, so the export says what to do.
+  const char *old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  setenv("KILN_CACHE_DIR", "", 1);
+  kiln::manual_seed(7);
+  const std::string dir = temp_dir();
+  kiln::ExportReport report = kiln::export_compiled(digits_mlp(), {kiln::randn({4, 64})}, dir + "/off.kiln");
+  EXPECT_GT(report.num_kernels, 0);
+  EXPECT_NO_THROW(kiln::load_compiled(dir + "/off.kiln"));
+  setenv("KILN_DISABLE_CACHE", "1", 1);
+  try {
+    kiln::export_compiled(digits_mlp(), {kiln::randn({4, 64})}, dir + "/never.kiln");
+    ADD_FAILURE() << "no error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_DISABLE_CACHE=1 is set"), std::string::npos) << e.what();
+  }
+  unsetenv("KILN_DISABLE_CACHE");
+  if (old) setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("KILN_CACHE_DIR");
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 TEST(ExportCompiled, ErrorsNameTheProblem) {
   auto model = digits_mlp();
   try {
