@@ -385,7 +385,8 @@ bool staticExecutables(StaticCompile &c, std::string *message) {
       *why = "no kernel emitted for " + fusion.getKernel().str();
       return KernelBinding{};
     }
-    return KernelBinding{c.library->lookup(it->second, why), {}, {}, isRowSplittable(fusion), inPlacePairs(fusion)};
+    return KernelBinding{c.library->lookup(it->second, why), {}, {}, isRowSplittable(fusion), inPlacePairs(fusion),
+                         it->second};
   };
   if (!buildExecutables(c.self, bind, c.library, c.options.device, &c.result, message))
     return false;
