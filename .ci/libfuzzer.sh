@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-600}
 shift || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(safetensors checkpoint kernel_cache kiln_dialect digits)
+((${#TARGETS[@]})) || TARGETS=(safetensors checkpoint kernel_cache kiln_dialect digits artifact)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kiln-ccache}
 CC=${KILN_FUZZ_CC:-clang-19}

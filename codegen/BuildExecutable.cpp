@@ -337,6 +337,8 @@ private:
                                              std::move(results), expected, binding.inPlace);
     if (out.size() != fusion.getNumResults() + checks.size())
       return fail(fusion, builder.error());
+    if (!binding.symbol.empty())
+      builder.setKernelSymbol(binding.symbol);
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
       slots[r] = s;
     for (auto [k, check] : llvm::enumerate(checks))

@@ -39,6 +39,10 @@ struct KernelBinding {
   std::vector<std::vector<int64_t>> strides;
   /// The kernel may run with results over operands (inPlacePairs).
   std::vector<runtime::InPlace> inPlace;
+  /// The kernel's function in its library (dedup: fusions may share one);
+  /// recorded for exported artifacts (Builder::setKernelSymbol). Empty: the
+  /// fusion's kernel name.
+  std::string symbol;
 };
 using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string *error)>;
 

@@ -388,7 +388,7 @@ bool staticExecutables(StaticCompile &c, std::string *message) {
       return KernelBinding{};
     }
     return KernelBinding{c.library->handle(it->second, {}, isRowSplittable(fusion), why), {}, {},
-                         inPlacePairs(fusion)};
+                         inPlacePairs(fusion), it->second};
   };
   if (!buildExecutables(c.self, bind, c.library, c.options.device, c.target, &c.result, message))
     return false;

@@ -199,3 +199,33 @@ bool storeCachedObject(const KernelLibrary &library, const std::string &path, co
 }
 
 } // namespace kiln::codegen
+
+namespace kiln::codegen {
+
+bool readKernelObject(const CompiledGraph &graph, const CompileOptions &options, std::string *object,
+                      std::string *error) {
+  if (graph.kernel_cache_key.empty()) {
+    *error = "the graph has no kernel object (no kernels, or it was compiled with the kernel cache off)";
+    return false;
+  }
+  const std::string dir = resolveKernelCacheDir(options);
+  if (dir.empty()) {
+    *error = "the kernel cache is off, so the kernel object was not kept";
+    return false;
+  }
+  const std::string path = kernelCachePath(dir, graph.kernel_cache_key);
+  std::string why;
+  switch (readCachedObject(path, graph.kernel_cache_key, object, &why)) {
+  case CacheRead::Ok:
+    return true;
+  case CacheRead::Missing:
+    *error = "kernel cache entry " + path + " is missing (a store failed?)";
+    return false;
+  case CacheRead::Corrupt:
+    *error = "kernel cache entry " + path + " is corrupt: " + why;
+    return false;
+  }
+  return false;
+}
+
+} // namespace kiln::codegen

@@ -3,8 +3,8 @@
 // --device cuda trains on a CUDA device (eagerly: compiled CUDA graphs are
 // not there yet; KILN_CUDA_SIM=1 gives the CUDA-on-CPU simulator).
 //
-//   kiln-train-digits [--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B]
-//                     [--train-size N] [--data PATH] [--save PATH]
+//   kiln-train-digits [--eager] [--ddp] [--backend gloo|nccl] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S]
+//                     [--lr X] [--batch-size B] [--train-size N] [--data PATH] [--save PATH]
 //
 // --ddp: data parallel across the processes kilnrun starts, on one node or
 // several (`kilnrun --nproc-per-node 2 kiln-train-digits --ddp`): each rank
@@ -13,7 +13,13 @@
 // (from 0) visits the digits in the order a single process shuffles them
 // in, rank r taking every world-size-th: with an even --train-size, W ranks
 // at batch B step on the same global batches as one process at batch W*B,
-// so they train the same parameters (up to float rounding).
+// so they train the same parameters (up to float rounding). With --device
+// cuda each rank trains a CUDA model (`KILN_CUDA_SIM=1 kilnrun
+// --nproc-per-node 2 kiln-train-digits --ddp --device cuda` on the simulator;
+// tests/tools/digits_ddp_cuda_sim.sh checks it against the cpu); plain
+// `--device cuda` is then cuda:(LOCAL_RANK % devices), one GPU per rank.
+// --backend: the process group's, gloo (the default; cpu and CUDA tensors)
+// or nccl (CUDA models only, on a GPU).
 // --train-size N: train on the first N digits of the training split only.
 // --save PATH: write the trained parameters (the MLP's state_dict) to PATH
 // as a Kiln safetensors checkpoint (kiln::save); rank 0 only under --ddp.
@@ -39,7 +45,9 @@ namespace {
 struct Args {
   bool eager = false;
   bool ddp = false;
+  std::string backend = "gloo";
   Device device = kCPU;
+  bool plain_cuda = false;  // --device cuda, without an index
   int epochs = 40;
   uint64_t seed = 0;
   double lr = 2e-3;
@@ -52,11 +60,15 @@ struct Args {
 Args parse(int argc, char **argv) {
   Args a;
   examples::Cli cli("kiln-train-digits",
-                    "[--eager] [--ddp] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] [--lr X] [--batch-size B] "
-                    "[--train-size N] [--data PATH] [--save PATH]");
+                    "[--eager] [--ddp] [--backend gloo|nccl] [--device cpu|cuda|cuda:N] [--epochs N] [--seed S] "
+                    "[--lr X] [--batch-size B] [--train-size N] [--data PATH] [--save PATH]");
   cli.flag("--eager", [&] { a.eager = true; });
   cli.flag("--ddp", [&] { a.ddp = true; });
-  cli.option("--device", [&](const std::string &v) { a.device = examples::parse_device(v); });
+  cli.option("--backend", [&](const std::string &v) { a.backend = v; });
+  cli.option("--device", [&](const std::string &v) {
+    a.device = examples::parse_device(v);
+    a.plain_cuda = v == "cuda";
+  });
   cli.option("--epochs", [&](const std::string &v) { a.epochs = std::stoi(v); });
   cli.option("--seed", [&](const std::string &v) { a.seed = std::stoull(v); });
   cli.option("--lr", [&](const std::string &v) { a.lr = std::stod(v); });
@@ -67,6 +79,7 @@ Args parse(int argc, char **argv) {
   cli.parse(argc, argv);
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) cli.usage("epochs, batch size and lr must be positive");
   if (a.train_size < 0) cli.usage("the train size must not be negative");
+  if (a.backend != "gloo" && a.backend != "nccl") cli.usage("--backend " + a.backend + ": expected gloo or nccl");
   return a;
 }
 
@@ -93,6 +106,9 @@ int main(int argc, char **argv) {
     if (args.train_size > 0) train_set = first_rows(train_set, args.train_size);
     auto mlp = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
+    if (args.ddp && args.plain_cuda)  // one GPU per rank of this node (a single simulator device: cuda:0)
+      if (const char *local = std::getenv("LOCAL_RANK"))
+        args.device = Device(DeviceType::CUDA, std::atoi(local) % std::max(1, cuda::device_count()));
     mlp->to(args.device);
     std::shared_ptr<nn::Module> model = mlp;
     std::shared_ptr<CompiledModule> compiled;
@@ -100,7 +116,9 @@ int main(int argc, char **argv) {
     std::shared_ptr<distributed::DistributedSampler> sampler;
     bool print = true;
     if (args.ddp) {
-      distributed::init_process_group();
+      distributed::InitOptions init;
+      init.backend = args.backend;
+      distributed::init_process_group(init);
       model = std::make_shared<distributed::DistributedDataParallel>(model); // rank 0's weights everywhere
       sampler = std::make_shared<distributed::DistributedSampler>(train_set.size(), /*shuffle=*/true, args.seed);
       print = distributed::get_rank() == 0;
@@ -112,8 +130,8 @@ int main(int argc, char **argv) {
     if (!print && !std::freopen("/dev/null", "w", stdout)) return 1; // rank 0 reports for the group
 
     if (args.ddp)
-      std::printf("kiln-train-digits: DistributedDataParallel over %d processes, %lld digits per rank per epoch\n",
-                  distributed::get_world_size(), static_cast<long long>(sampler->num_samples()));
+      std::printf("kiln-train-digits: DistributedDataParallel over %d processes (%s), %lld digits per rank per epoch\n",
+                  distributed::get_world_size(), args.backend.c_str(), static_cast<long long>(sampler->num_samples()));
     std::printf("kiln-train-digits: %s MLP 64-128-10 on %s, %lld train / %lld test digits, batch %lld, AdamW lr %g\n",
                 args.eager ? "eager" : "compiled", args.device.str().c_str(), static_cast<long long>(train_set.size()),
                 static_cast<long long>(test_set.size()), static_cast<long long>(args.batch_size), args.lr);

@@ -2,9 +2,22 @@
 // nanoGPT) trained with AdamW and a warmup-then-cosine learning rate on a text
 // file; compiled by default (kiln::compile), eagerly with --eager.
 //
-//   kiln-train-gpt [--eager] [--device cpu|cuda|cuda:N] [--autocast bf16|f16|off] [--memory-budget B] [--steps N] [--seed S]
-//                  [--lr X] [--batch B] [--context T] [--layers L] [--d-model D] [--heads H]
-//                  [--dropout P] [--text PATH] [--log-every K]
+//   kiln-train-gpt [--eager] [--ddp] [--device cpu|cuda|cuda:N] [--autocast bf16|f16|off] [--memory-budget B]
+//                  [--steps N] [--seed S] [--lr X] [--batch B] [--context T] [--layers L] [--d-model D]
+//                  [--heads H] [--dropout P] [--text PATH] [--log-every K] [--save PATH]
+//
+// --ddp: data parallel across the processes kilnrun starts
+// (`kilnrun --nproc-per-node 2 kiln-train-gpt --ddp`), compiled by default:
+// DistributedDataParallel wraps the compiled model, so each gradient bucket
+// is all-reduced from inside the compiled backward. Every rank draws the
+// same global batch of W * B windows (W ranks, --batch B per rank) from the
+// seeded generator and trains on its B of them (rank r: windows r*B ..
+// r*B+B-1), so W ranks at --batch B draw the windows one process draws at
+// --batch W*B and, without dropout, train the same parameters (up to float
+// rounding; with dropout each rank draws its own masks). Rank 0 prints the
+// progress lines (tokens/s over all ranks), evaluates and samples.
+// --save PATH: write the trained parameters (the GPT's state_dict) to PATH as
+// a Kiln safetensors checkpoint (kiln::save); rank 0 only under --ddp.
 //
 // --autocast bf16 (or f16) compiles with CompileOptions::autocast: the model's
 // matmuls, forward and backward, run in that type; weights, optimizer state,
@@ -54,6 +67,7 @@ namespace {
 
 struct Args {
   bool eager = false;
+  bool ddp = false;
   Device device = kCPU;
   DType autocast = kFloat32;
   double memory_budget = 1.0;
@@ -68,6 +82,7 @@ struct Args {
   double dropout = 0.1;
   int log_every = 50;
   std::string text = "/usr/share/common-licenses/GPL-3";
+  std::string save;
 };
 
 /// --autocast's value as the autocast dtype (kFloat32: off).
@@ -81,10 +96,12 @@ DType autocast_dtype(const examples::Cli &cli, const std::string &v) {
 Args parse(int argc, char **argv) {
   Args a;
   examples::Cli cli("kiln-train-gpt",
-                    "[--eager] [--device cpu|cuda|cuda:N] [--autocast bf16|f16|off] [--memory-budget B] [--steps N]\n"
-                    "                      [--seed S] [--lr X] [--batch B] [--context T] [--layers L] [--d-model D]\n"
-                    "                      [--heads H] [--dropout P] [--text PATH] [--log-every K]");
+                    "[--eager] [--ddp] [--device cpu|cuda|cuda:N] [--autocast bf16|f16|off] [--memory-budget B]\n"
+                    "                      [--steps N] [--seed S] [--lr X] [--batch B] [--context T] [--layers L]\n"
+                    "                      [--d-model D] [--heads H] [--dropout P] [--text PATH] [--log-every K]\n"
+                    "                      [--save PATH]");
   cli.flag("--eager", [&] { a.eager = true; });
+  cli.flag("--ddp", [&] { a.ddp = true; });
   cli.option("--device", [&](const std::string &v) { a.device = examples::parse_device(v); });
   cli.option("--autocast", [&](const std::string &v) { a.autocast = autocast_dtype(cli, v); });
   cli.option("--memory-budget", [&](const std::string &v) { a.memory_budget = std::stod(v); });
@@ -99,6 +116,7 @@ Args parse(int argc, char **argv) {
   cli.option("--dropout", [&](const std::string &v) { a.dropout = std::stod(v); });
   cli.option("--text", [&](const std::string &v) { a.text = v; });
   cli.option("--log-every", [&](const std::string &v) { a.log_every = std::stoi(v); });
+  cli.option("--save", [&](const std::string &v) { a.save = v; });
   cli.parse(argc, argv);
   if (a.steps < 1 || a.batch < 1 || a.context < 1 || a.layers < 1 || a.d_model < 1 || a.heads < 1 ||
       a.log_every < 1 || !(a.lr > 0))
@@ -153,6 +171,13 @@ std::pair<Tensor, Tensor> get_batch(const std::vector<int64_t> &split, int64_t b
     }
   }
   return {tensor(x, {batch, context}), tensor(y, {batch * context})};
+}
+
+/// Rank `rank`'s part of a global batch of `world` * B windows (inputs
+/// [W*B, T], targets [W*B*T]): windows rank*B .. rank*B+B-1.
+std::pair<Tensor, Tensor> rank_shard(const std::pair<Tensor, Tensor> &global, int rank, int world) {
+  const int64_t b = global.first.size(0) / world, t = global.first.size(1);
+  return {global.first.narrow(0, rank * b, b).contiguous(), global.second.narrow(0, rank * b * t, b * t).contiguous()};
 }
 
 Tensor lm_loss(const Tensor &logits, const Tensor &targets) {
@@ -231,6 +256,15 @@ int main(int argc, char **argv) {
       options.memory_budget = args.memory_budget;
       model = compiled = compile(gpt, options);
     }
+    int rank = 0, world = 1;
+    if (args.ddp) {
+      distributed::init_process_group();
+      rank = distributed::get_rank();
+      world = distributed::get_world_size();
+      model = std::make_shared<distributed::DistributedDataParallel>(model); // rank 0's weights everywhere
+    }
+    const bool print = rank == 0;
+    if (!print && !std::freopen("/dev/null", "w", stdout)) return 1; // rank 0 reports for the group
 
     // Decay matrices and embeddings, not biases and LayerNorm parameters.
     std::vector<Tensor> decay, no_decay;
@@ -261,6 +295,9 @@ int main(int argc, char **argv) {
                 args.text.c_str(), static_cast<long long>(corpus.train.size() + corpus.val.size()),
                 static_cast<long long>(vocab), corpus.train.size(), corpus.val.size(),
                 static_cast<long long>(args.batch), args.steps, args.lr, static_cast<long long>(warmup));
+    if (args.ddp)
+      std::printf("DistributedDataParallel over %d processes: global batch %lld (%lld windows per rank)\n", world,
+                  static_cast<long long>(world * args.batch), static_cast<long long>(args.batch));
     std::fflush(stdout);
 
     Generator batch_gen(args.seed);
@@ -271,7 +308,7 @@ int main(int argc, char **argv) {
     double interval_secs = 0;
     model->train();
     for (int step = 1; step <= args.steps; ++step) {
-      auto [xb, yb] = get_batch(corpus.train, args.batch, args.context, batch_gen);
+      auto [xb, yb] = rank_shard(get_batch(corpus.train, world * args.batch, args.context, batch_gen), rank, world);
       const Tensor x = xb.to(args.device), y = yb.to(args.device);
       auto t0 = std::chrono::steady_clock::now();
       const uint64_t rng_offset = default_generator().offset();
@@ -294,6 +331,8 @@ int main(int argc, char **argv) {
           std::fflush(stdout);
           compiled.reset();
           model = gpt;
+          // Every rank compiles the same graphs, so every rank falls back here.
+          if (args.ddp) model = std::make_shared<distributed::DistributedDataParallel>(model);
           model->train();
           default_generator().set_offset(rng_offset);
           train_step();
@@ -311,7 +350,7 @@ int main(int argc, char **argv) {
       if (step % args.log_every == 0 || step == args.steps) {
         last_train = loss_sum / interval_steps;
         std::string val = "   -  ";
-        if (log_lines % 4 == 3 || step == args.steps) {
+        if (print && (log_lines % 4 == 3 || step == args.steps)) {
           last_val = evaluate(*gpt, corpus, args);
           char buf[32];
           std::snprintf(buf, sizeof buf, "%.4f", last_val);
@@ -322,7 +361,7 @@ int main(int argc, char **argv) {
                     "%.0f tokens/s\n",
                     step, last_train, val.c_str(), opt.param_groups()[0].lr(), norm_sum / interval_steps,
                     examples::peak_memory_bytes(args.device) / 1e6,
-                    static_cast<double>(interval_steps * args.batch * args.context) / interval_secs);
+                    static_cast<double>(interval_steps * world * args.batch * args.context) / interval_secs);
         std::fflush(stdout);
         examples::reset_peak_memory(args.device);
         loss_sum = norm_sum = interval_secs = 0;
@@ -337,10 +376,18 @@ int main(int argc, char **argv) {
     std::printf("final: train loss %.4f | val loss %.4f nats/char | %d steps in %.1f s (%.1f s training, "
                 "%.0f tokens/s) | %s\n",
                 last_train, last_val, args.steps, total_secs, train_secs,
-                static_cast<double>(args.steps) * args.batch * args.context / train_secs,
+                static_cast<double>(args.steps) * world * args.batch * args.context / train_secs,
                 compiled ? "compiled" : "eager");
-    const std::string prompt = "The ";
-    std::printf("sample (temperature 0.8):\n%s%s\n", prompt.c_str(), sample(*gpt, corpus, args, prompt, 200, 0.8).c_str());
+    if (print && !args.save.empty()) {
+      save(args.save, gpt->state_dict());
+      std::printf("saved the parameters to %s\n", args.save.c_str());
+    }
+    if (print) {
+      const std::string prompt = "The ";
+      std::printf("sample (temperature 0.8):\n%s%s\n", prompt.c_str(),
+                  sample(*gpt, corpus, args, prompt, 200, 0.8).c_str());
+    }
+    if (args.ddp) distributed::destroy_process_group();
     return 0;
   } catch (const Error &e) {
     std::fprintf(stderr, "kiln-train-gpt: error: %s\n", e.what());

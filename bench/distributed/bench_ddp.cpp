@@ -2,7 +2,9 @@
 // rank with the same per-rank batch (weak scaling: ideal ratio 1.0), and
 // the fraction of all-reduce time hidden behind the compiled backward (the
 // part of each bucket's all-reduce that ran before the backward's last
-// kernel ended, from the profiler's kernel events and Work timestamps).
+// kernel ended, from the profiler's kernel events and Work timestamps:
+// test_support::measure_allreduce_overlap, the measure the overlap test
+// prints).
 // The model: six 512x512 Linear+ReLU layers, compiled, per-rank batch 128,
 // SGD. Every rank runs with OMP_NUM_THREADS=1, so 2 ranks use the 2 cores a
 // CI machine has and 1 rank uses one.
@@ -12,9 +14,6 @@
 // Ranks are this program re-run with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
 // (kilnrun's environment); rank 0 writes its numbers to a file the parent
 // reads.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed_support.h" // tests/support: free_port, measure_allreduce_overlap
 #include "kiln/kiln.h"
 #include "kiln/runtime/Profiler.h"
 
@@ -41,6 +41,7 @@ struct RankResult {
   double step_s = 0;          // median step time
   double hidden_fraction = 0; // all-reduce time before the backward's last kernel end / all-reduce time
   double allreduce_s = 0;     // median all-reduce time per step (sum over buckets)
+  size_t buckets = 0;         // the bucket plan's size (after the rebuild)
 };
 
 RankResult run_rank(int steps) {
@@ -68,56 +69,31 @@ RankResult run_rank(int steps) {
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!measured) continue;
     times.push_back(dt);
-    const auto now = Clock::now();
-    const double now_us = profiler.now_us();
-    auto us = [&](Clock::time_point t) { return now_us - std::chrono::duration<double, std::micro>(now - t).count(); };
-    double bwd_start = -1, bwd_end = -1, last_kernel_end = -1;
-    const auto events = profiler.events();
-    for (const auto &e : events)
-      if (e.category == "step" && e.name.rfind("backward", 0) == 0) bwd_start = e.start_us, bwd_end = e.start_us + e.duration_us;
-    for (const auto &e : events)
-      if (e.category == "kernel" && e.start_us >= bwd_start && e.start_us <= bwd_end)
-        last_kernel_end = std::max(last_kernel_end, e.start_us + e.duration_us);
+    const auto overlap = test_support::measure_allreduce_overlap(profiler, *ddp);
     profiler.stop_and_write("/dev/null");
-    double total = 0, before = 0;
-    for (const auto &t : ddp->last_timings()) {
-      const double a = us(t.start), b = us(t.end);
-      total += b - a;
-      before += std::max(0.0, std::min(b, last_kernel_end) - a);
-    }
+    if (!overlap) throw Error("kiln-bench-ddp: no compiled backward in the profile of step " + std::to_string(s));
     if (dist::get_world_size() > 1) {
-      hidden.push_back(total > 0 ? before / total : 0);
-      comm.push_back(total * 1e-6);
+      hidden.push_back(overlap->hidden_fraction());
+      comm.push_back(overlap->allreduce_us * 1e-6);
     }
     if (rank == 0 && (s - 4) % 5 == 0)
-      std::printf("world %d step %d: %.2f ms, all-reduce %.2f ms, %.0f%% hidden\n", dist::get_world_size(), s - 4,
-                  dt * 1e3, total * 1e-3, total > 0 ? 100 * before / total : 0.0);
+      std::printf("world %d step %d: %.2f ms (backward %.2f ms), all-reduce %.2f ms, %.0f%% hidden\n",
+                  dist::get_world_size(), s - 4, dt * 1e3, overlap->backward_us * 1e-3, overlap->allreduce_us * 1e-3,
+                  100 * overlap->hidden_fraction());
   }
   auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  RankResult r{median(times), median(hidden), median(comm)};
+  RankResult r{median(times), median(hidden), median(comm), ddp->bucket_indices().size()};
   dist::destroy_process_group();
   return r;
 }
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 /// Runs `world` ranks of this program; rank 0's numbers.
 RankResult run_world(int world, int steps, const std::string &self) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(test_support::free_port());
   const std::string out = "/tmp/kiln-bench-ddp-" + std::to_string(::getpid()) + "-" + std::to_string(world);
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
@@ -142,7 +118,7 @@ RankResult run_world(int world, int steps, const std::string &self) {
   }
   RankResult r;
   std::ifstream in(out);
-  if (!(in >> r.step_s >> r.hidden_fraction >> r.allreduce_s)) throw Error("no result from rank 0 in " + out);
+  if (!(in >> r.step_s >> r.hidden_fraction >> r.allreduce_s >> r.buckets)) throw Error("no result from rank 0 in " + out);
   std::remove(out.c_str());
   return r;
 }
@@ -164,7 +140,7 @@ int main(int argc, char **argv) {
       RankResult r = run_rank(steps);
       if (std::getenv("RANK") && std::string(std::getenv("RANK")) == "0") { // the group is destroyed by now
         std::ofstream f(child_out);
-        f << r.step_s << " " << r.hidden_fraction << " " << r.allreduce_s << "\n";
+        f << r.step_s << " " << r.hidden_fraction << " " << r.allreduce_s << " " << r.buckets << "\n";
       }
       return 0;
     }
@@ -180,13 +156,13 @@ int main(int argc, char **argv) {
                  "{\n  \"benchmark\": \"ddp_step\", \"model\": \"6x Linear(512,512)+ReLU, compiled\", \"per_rank_batch\": %lld,\n"
                  "  \"steps\": %d, \"transport\": \"gloo tcp loopback\", \"omp_threads_per_rank\": 1,\n"
                  "  \"step_s_1_rank\": %.6f, \"step_s_2_ranks\": %.6f, \"two_over_one_step_time\": %.3f,\n"
-                 "  \"allreduce_s_per_step_2_ranks\": %.6f, \"hidden_fraction_2_ranks\": %.3f\n}\n",
+                 "  \"allreduce_s_per_step_2_ranks\": %.6f, \"buckets\": %zu, \"hidden_fraction_2_ranks\": %.3f\n}\n",
                  static_cast<long long>(kRows), steps, one.step_s, two.step_s, two.step_s / one.step_s, two.allreduce_s,
-                 two.hidden_fraction);
+                 two.buckets, two.hidden_fraction);
     std::fclose(f);
-    std::printf("1 rank %.2f ms/step, 2 ranks %.2f ms/step (ratio %.2f); all-reduce %.2f ms/step, %.0f%% hidden "
-                "behind the compiled backward; wrote %s\n",
-                one.step_s * 1e3, two.step_s * 1e3, two.step_s / one.step_s, two.allreduce_s * 1e3,
+    std::printf("1 rank %.2f ms/step, 2 ranks %.2f ms/step (ratio %.2f); all-reduce %.2f ms/step in %zu buckets, "
+                "%.0f%% hidden behind the compiled backward; wrote %s\n",
+                one.step_s * 1e3, two.step_s * 1e3, two.step_s / one.step_s, two.allreduce_s * 1e3, two.buckets,
                 100 * two.hidden_fraction, out_path.c_str());
     return 0;
   } catch (const std::exception &e) {

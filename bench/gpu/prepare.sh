@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 export CCACHE_BASEDIR=$PWD CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kiln-ccache} OMP_WAIT_POLICY=passive
 BUILD=build-gpu
 TARGETS="kiln-cuda-loader-tests kiln-cuda-driver-tests kiln-cuda-tests kiln-cuda-op-conformance-test
-         kiln-nccl-tests kiln-cuda-info kiln-bench-cuda-eager kiln-train-digits"
+         kiln-nccl-tests kiln-ddp-cuda-tests kiln-cuda-info kiln-bench-cuda-eager kiln-train-digits kilnrun"
 if [ ! -f "$BUILD/build.ninja" ]; then
   .ci/setup.sh "$BUILD" >/dev/null
   cmake "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -35,6 +35,33 @@ timeout 60 "$B/kiln-nccl-tests" --gtest_brief=1 --gtest_output="json:$OUT/kiln-n
 rc=$?
 tail -n 25 "$OUT/kiln-nccl-tests.log"
 [ $rc -eq 0 ] || status=1
+# DDP on a CUDA model (tests/frontend/ddp_cuda_test.cpp): backend "nccl" with
+# one rank per GPU, at most 2 (one H200: one rank; NCCL refuses two ranks of
+# one communicator on one GPU), 20 momentum-SGD steps of an MLP against one
+# cpu process on the global batch (1e-4 relative: cuBLASLt sums in another
+# order than the cpu), and again with KILN_DISTRIBUTED_DEBUG=DETAIL (each
+# collective's fingerprint all-gathered through device memory first); the
+# same over Gloo staging with 2 and 3 ranks sharing the GPU; the eager CUDA
+# copy_ bit for bit against the cpu. Under a minute (NVRTC compiles each
+# rank's kernels once, then KILN_CACHE_DIR).
+echo "== kiln-ddp-cuda-tests (DDP over NCCL and Gloo, copy_)"
+timeout 150 "$B/kiln-ddp-cuda-tests" --gtest_brief=1 --gtest_filter='DDPCuda.Nccl*:DDPCuda.Eager*:CudaCopy.*' \
+  --gtest_output="json:$OUT/kiln-ddp-cuda-tests.json" > "$OUT/kiln-ddp-cuda-tests.log" 2>&1
+rc=$?
+grep -E "parameters within|Skipped|Failure|FAILED|PASSED" "$OUT/kiln-ddp-cuda-tests.log" | tail -n 25
+[ $rc -eq 0 ] || status=1
+# The digits main job under kilnrun with NCCL DDP on the GPU (one rank, 16
+# AdamW steps) against the same training on the cpu; AdamW's normalized
+# steps amplify the GEMMs' rounding differences, hence 2e-3 of each
+# tensor's scale (tests/tools/compare_safetensors.py).
+echo "== digits: kilnrun, DDP over NCCL on the GPU vs the cpu"
+digits=(--epochs 1 --train-size 256 --batch-size 16)
+timeout 90 "$B/kilnrun" --nproc-per-node 1 "$B/kiln-train-digits" --ddp --backend nccl --device cuda "${digits[@]}" \
+  --save "$OUT/digits_nccl.safetensors" 2>&1 | tail -n 3 | tee "$OUT/digits_nccl.txt"
+timeout 60 "$B/kiln-train-digits" --eager "${digits[@]}" --save "$OUT/digits_cpu.safetensors" > /dev/null 2>&1
+python3 tests/tools/compare_safetensors.py "$OUT/digits_nccl.safetensors" "$OUT/digits_cpu.safetensors" --rtol 2e-3 |
+  tee -a "$OUT/digits_nccl.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== digits on the GPU (2 epochs)"
 timeout 90 "$B/kiln-train-digits" --device cuda --epochs 2 2>&1 | tail -n 4 | tee "$OUT/digits.txt"
 echo "== eager benchmarks"

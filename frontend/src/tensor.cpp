@@ -361,7 +361,97 @@ Tensor permuted_view(const Tensor &t, const std::vector<size_t> &perm) {
   return shape_utils::strided_view(t, sizes, strides, t.storage_offset());
 }
 
+/// The order of t's dims by decreasing stride (stable): a dense permuted
+/// tensor (a transpose) is contiguous in this order.
+std::vector<size_t> dims_by_stride(const Tensor &t) {
+  std::vector<size_t> perm(static_cast<size_t>(t.dim()));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+  std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) { return t.stride(a) > t.stride(b); });
+  return perm;
+}
+
+/// dst = src converted to dst's dtype, one generated kernel (kiln.convert;
+/// an explicit node also for the same dtype, a strided copy); `dst` is
+/// contiguous, `src` any layout of dst's shape on dst's device.
+void copy_kernel_into_contiguous(const Tensor &dst, const Tensor &src) {
+  dispatch::run_graph_kernel("copy_", dispatch::graph_node(ir::OpKind::Convert), {src}, {dst});
+}
+
+/// Above this many dense pieces a non-dense CUDA destination is written
+/// through the host instead (one kernel launch per piece costs ~3 us on a
+/// GPU, a host round trip of the destination's span ~2 transfers).
+constexpr int64_t kMaxCopyPieces = 64;
+
+/// copy_ into the CUDA tensor `dst` through the host: the span of storage
+/// dst covers is read, updated by the CPU's copy_ loop and written back whole
+/// (the span's elements outside dst go back unchanged, in stream order).
+void copy_through_host(const Tensor &dst, const Tensor &src) {
+  if (dst.numel() == 0) return;
+  int64_t span = 1;
+  for (int64_t k = 0; k < dst.dim(); ++k) span += (dst.size(k) - 1) * dst.stride(k);
+  Tensor device_span = shape_utils::strided_view(dst, {span}, {1}, dst.storage_offset());
+  Tensor host = kernels::device_to_host(device_span);
+  Tensor host_src = kernels::device_to_host(src);
+  inplace_cpu(Inplace::Copy, shape_utils::strided_view(host, dst.sizes(), dst.strides(), 0), &host_src, 0.0);
+  backend_of(dst.device(), "copy_")
+      .copy(device_span.raw_data(), dst.device(), host.raw_data(), kCPU,
+            static_cast<size_t>(span) * itemsize(dst.dtype()));
+}
+
+/// copy_ of `src_in` (dst's device, broadcastable to dst's shape, any
+/// dtype) into the CUDA tensor `dst` of any non-overlapping layout, bit for
+/// bit as the CPU's loop (kiln.convert rounds as the CPU target):
+/// - a dense destination (contiguous up to a permutation of its dims) is one
+///   kernel over the permuted views;
+/// - int32 (no dialect type yet) goes through the host;
+/// - otherwise dst splits into dense pieces along its outer dims (a narrow of
+///   columns: one kernel per row), and when those are more than
+///   kMaxCopyPieces, the destination's storage span goes through the host.
+/// A source sharing dst's storage is copied first (torch's copy_ does too).
+void copy_cuda_into(const Tensor &dst, const Tensor &src_in) {
+  for (int64_t d = 0; d < dst.dim(); ++d)
+    KILN_CHECK(dst.size(d) <= 1 || dst.stride(d) > 0, "copy_: the destination (sizes ", shape_str(dst.sizes()),
+               ", strides ", shape_str(dst.strides()), ") has stride ", dst.stride(d), " in dim ", d,
+               ": several of its elements share one memory location (expected a destination that is not expanded)");
+  Tensor src = src_in.expand(dst.sizes());
+  if (src.dtype() == kInt32 || dst.dtype() == kInt32) return copy_through_host(dst, src);  // no i32 in the dialect yet
+  if (src.impl()->storage == dst.impl()->storage) src = src.clone();
+  const std::vector<size_t> perm = dims_by_stride(dst);
+  Tensor d = permuted_view(dst, perm), s = permuted_view(src, perm);
+  if (d.is_contiguous()) return copy_kernel_into_contiguous(d, s);
+  // The innermost dims [inner, rank) that are dense by themselves.
+  const auto rank = static_cast<size_t>(d.dim());
+  size_t inner = rank;
+  for (int64_t expected = 1; inner > 0; --inner) {
+    const size_t k = inner - 1;
+    if (d.size(static_cast<int64_t>(k)) != 1 && d.stride(static_cast<int64_t>(k)) != expected) break;
+    expected *= d.size(static_cast<int64_t>(k));
+  }
+  int64_t pieces = 1;
+  for (size_t k = 0; k < inner; ++k) pieces *= d.size(static_cast<int64_t>(k));
+  if (pieces <= kMaxCopyPieces) {
+    const Shape inner_sizes(d.sizes().begin() + static_cast<int64_t>(inner), d.sizes().end());
+    const Shape d_strides(d.strides().begin() + static_cast<int64_t>(inner), d.strides().end());
+    const Shape s_strides(s.strides().begin() + static_cast<int64_t>(inner), s.strides().end());
+    std::vector<int64_t> index(inner, 0);
+    for (int64_t p = 0; p < pieces; ++p) {
+      int64_t doff = d.storage_offset(), soff = s.storage_offset();
+      for (size_t k = 0; k < inner; ++k)
+        doff += index[k] * d.stride(static_cast<int64_t>(k)), soff += index[k] * s.stride(static_cast<int64_t>(k));
+      copy_kernel_into_contiguous(shape_utils::strided_view(d, inner_sizes, d_strides, doff),
+                                  shape_utils::strided_view(s, inner_sizes, s_strides, soff));
+      for (size_t k = inner; k-- > 0;) {
+        if (++index[k] < d.size(static_cast<int64_t>(k))) break;
+        index[k] = 0;
+      }
+    }
+    return;
+  }
+  copy_through_host(dst, src);
+}
+
 void inplace_cuda(Inplace op, const Tensor &t_in, const Tensor *other_in, double scalar) {
+  if (op == Inplace::Copy) return copy_cuda_into(t_in, *other_in);
   const char *name = op == Inplace::Fill ? "fill_" : op == Inplace::Copy ? "copy_" : op == Inplace::Add ? "add_" : "mul_";
   // An elementwise update may visit the elements in any order: a dense
   // permuted tensor (a transpose) is updated as its contiguous permutation,
@@ -369,33 +459,19 @@ void inplace_cuda(Inplace op, const Tensor &t_in, const Tensor *other_in, double
   Tensor t = t_in, other_view;
   const Tensor *other = other_in;
   if (!t.is_contiguous()) {
-    std::vector<size_t> perm(static_cast<size_t>(t.dim()));
-    for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
-    std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) { return t.stride(a) > t.stride(b); });
+    const std::vector<size_t> perm = dims_by_stride(t);
     t = permuted_view(t_in, perm);
     if (other) other_view = permuted_view(*other_in, perm), other = &other_view;
   }
   KILN_CHECK(t.is_contiguous(), name, ": in-place updates of a non-dense ", t.device().str(),
              " tensor are not supported yet (sizes ", shape_str(t_in.sizes()), ", strides ", shape_str(t_in.strides()),
              "); update a contiguous tensor");
-  // A copy of a dense tensor of the same dtype and layout is a plain
-  // device-to-device copy (its dialect form, convert to its own dtype, folds
-  // to no kernel at all: kiln::compile's trace restores buffers this way).
-  if (op == Inplace::Copy && other->dtype() == t.dtype() && other->sizes() == t.sizes() &&
-      other->strides() == t.strides() && other->is_contiguous()) {
-    if (t.numel() == 0) return;
-    runtime::DeviceBackend *backend = runtime::find_backend(t.device().type);
-    KILN_CHECK(backend != nullptr, name, ": no backend for ", t.device().str());
-    backend->copy(t.raw_data(), t.device(), other->raw_data(), other->device(),
-                  static_cast<size_t>(t.numel()) * itemsize(t.dtype()));
-    return;
-  }
   dispatch::GraphMaker g;
   std::vector<Tensor> inputs;
   int result = -1;
   switch (op) {
   case Inplace::Fill: result = g.convert(g.constant(scalar, t.sizes(), kFloat64), t.dtype()); break;
-  case Inplace::Copy: result = g.convert(g.input(*other), t.dtype()), inputs = {*other}; break;
+  case Inplace::Copy: break;  // copy_cuda_into
   case Inplace::Add: {
     const int x = g.convert(g.input(t), kFloat64), y = g.convert(g.input(*other), kFloat64);
     const int sum = g.binary(ir::OpKind::Add, x, g.binary(ir::OpKind::Mul, y, g.constant(scalar, x)));
@@ -426,6 +502,12 @@ Tensor &Tensor::fill_(double value) {
   return *this;
 }
 
+/// Copies `src` (broadcastable to this shape; any dtype, converted as
+/// Tensor::to; any device, brought over first) into this tensor in place,
+/// as torch's copy_. On CUDA: copy_cuda_into (any non-overlapping layout).
+/// Throws kiln::Error for an undefined source, a shape that does not
+/// broadcast, a tensor that requires grad under grad mode, and on CUDA a
+/// destination with a stride-0 dim of size > 1.
 Tensor &Tensor::copy_(const Tensor &src) {
   auto graph_break = check_inplace(*this, "copy_");
   KILN_CHECK(src.defined(), "copy_: source tensor is undefined");

@@ -256,6 +256,11 @@ void LaunchExecutable::Builder::addIndexCheck(int status, IndexCheck check) {
   last->checks.emplace_back(status, std::move(check));
 }
 
+void LaunchExecutable::Builder::setKernelSymbol(std::string symbol) {
+  if (last_kernel_ && !exe_->launches_.empty() && exe_->launches_.back() == last_kernel_)
+    last_kernel_->symbol = std::move(symbol);
+}
+
 void LaunchExecutable::Builder::setDevice(Device device) { exe_->device_ = device; }
 
 int LaunchExecutable::Builder::addGemm(int a, int b) {

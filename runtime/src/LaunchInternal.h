@@ -12,7 +12,8 @@ namespace kiln::runtime {
 
 struct LaunchExecutable::Launch {
   LaunchKind kind = LaunchKind::Kernel;
-  std::string name;              ///< kernel symbol (Kernel only)
+  std::string name;              ///< kernel name (Kernel only): the fusion's, for describe() and errors
+  std::string symbol;            ///< Kernel only: its function in the kernel library (Builder::setKernelSymbol; empty: `name`)
   KernelHandle kernel;           ///< Kernel only (split_rows: may run on slices of dim 0)
   std::vector<int> operands;
   std::vector<int> results;

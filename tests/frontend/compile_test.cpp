@@ -281,17 +281,33 @@ void watch(nn::Module &model, int &post_calls, EarlySeen &seen, bool early = tru
   }
 }
 
-TEST(CompileAnnounce, EachParameterGradientIsAnnouncedBeforeTheCompiledBackwardReturns) {
-  auto mlp = make_mlp(5);
-  auto compiled = kiln::compile(mlp);
-  manual_seed(9);
-  Tensor x = randn({16, 64});
-  Tensor y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
+/// The CompileAnnounce tests' setup: make_mlp(5), its parameters, a batch
+/// x [16, 64] with class labels y [16], and watch() hooks on every
+/// parameter counting AccumulateGrad post hooks and recording what is
+/// announced early.
+class CompileAnnounce : public ::testing::Test {
+protected:
+  void SetUp() override {
+    mlp = make_mlp(5);
+    params = mlp->parameters();
+    manual_seed(9);
+    x = randn({16, 64});
+    y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
+    watch(*mlp, post_calls, seen);
+  }
+  /// The cross-entropy loss of `model` on the batch.
+  Tensor loss(nn::Module &model) const { return nn::functional::cross_entropy(model.forward(x), y); }
+
+  std::shared_ptr<nn::Module> mlp;
+  std::vector<Tensor> params;
+  Tensor x, y;
   int post_calls = 0;
   EarlySeen seen;
-  watch(*mlp, post_calls, seen);
-  nn::functional::cross_entropy(compiled->forward(x), y).backward();
-  auto params = mlp->parameters();
+};
+
+TEST_F(CompileAnnounce, EachParameterGradientIsAnnouncedBeforeTheCompiledBackwardReturns) {
+  auto compiled = kiln::compile(mlp);
+  loss(*compiled).backward();
   ASSERT_EQ(seen.order.size(), params.size()) << "every parameter announced once";
   for (int before : seen.post_calls_then) EXPECT_EQ(before, 0) << "announced before any AccumulateGrad ran";
   for (size_t i = 0; i < params.size(); ++i) {
@@ -301,21 +317,13 @@ TEST(CompileAnnounce, EachParameterGradientIsAnnouncedBeforeTheCompiledBackwardR
   EXPECT_EQ(post_calls, static_cast<int>(params.size()));
 }
 
-TEST(CompileAnnounce, NotWhenTheParameterGetsAnotherGradientOrHasALeafHook) {
-  auto mlp = make_mlp(5);
+TEST_F(CompileAnnounce, NotWhenTheParameterGetsAnotherGradientOrHasALeafHook) {
   auto compiled = kiln::compile(mlp);
-  manual_seed(9);
-  Tensor x = randn({16, 64});
-  Tensor y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
-  auto params = mlp->parameters();
-  int post_calls = 0;
-  EarlySeen seen;
-  watch(*mlp, post_calls, seen);
   // params[0] also feeds the loss outside the compiled graph: its gradient
   // is a sum the compiled backward alone cannot announce. params[1] has a
   // leaf hook that may change it.
   params[1].register_hook([](const Tensor &g) { return g * 2.0; });
-  (nn::functional::cross_entropy(compiled->forward(x), y) + params[0].sum() * 0.5).backward();
+  (loss(*compiled) + params[0].sum() * 0.5).backward();
   std::set<size_t> announced(seen.order.begin(), seen.order.end());
   EXPECT_FALSE(announced.count(0));
   EXPECT_FALSE(announced.count(1));
@@ -323,19 +331,11 @@ TEST(CompileAnnounce, NotWhenTheParameterGetsAnotherGradientOrHasALeafHook) {
   EXPECT_EQ(post_calls, static_cast<int>(params.size()));
 }
 
-TEST(CompileAnnounce, EagerBackwardAndGradAnnounceNothing) {
-  auto mlp = make_mlp(5);
-  manual_seed(9);
-  Tensor x = randn({16, 64});
-  Tensor y = remainder(arange(16) * 7, full({}, 10.0, kInt64));
-  int post_calls = 0;
-  EarlySeen seen;
-  watch(*mlp, post_calls, seen);
-  nn::functional::cross_entropy(mlp->forward(x), y).backward();
+TEST_F(CompileAnnounce, EagerBackwardAndGradAnnounceNothing) {
+  loss(*mlp).backward();
   EXPECT_TRUE(seen.order.empty());
   auto compiled = kiln::compile(mlp);
-  auto params = mlp->parameters();
-  autograd::grad({nn::functional::cross_entropy(compiled->forward(x), y)}, {ones({})}, params);
+  autograd::grad({loss(*compiled)}, {ones({})}, params);
   EXPECT_TRUE(seen.order.empty()) << "grad() writes no .grad: nothing to reduce early";
 }
 

@@ -13,13 +13,18 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "CublasLtGemm.h"
 #include "DriverLibrary.h"
+#include "kiln/runtime/cuda/CachingAllocator.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
+#include "kiln/runtime/cuda/CudaError.h"
+#include "kiln/runtime/cuda/CudaGraph.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
 
 namespace cuda = kiln::runtime::cuda;
@@ -33,11 +38,13 @@ struct Fake {
   cuda::DriverLibrary library = cuda::load_driver_library(KILN_FAKE_CUDA_DRIVER);
   void (*last_launch)(long long *) = nullptr;
   size_t (*allocated)() = nullptr;
+  size_t (*take_calls)(char *, size_t) = nullptr;
   Fake() {
     void *h = dlopen(KILN_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
     if (h) {
       last_launch = reinterpret_cast<void (*)(long long *)>(dlsym(h, "kiln_fake_cuda_last_launch"));
       allocated = reinterpret_cast<size_t (*)()>(dlsym(h, "kiln_fake_cuda_allocated"));
+      take_calls = reinterpret_cast<size_t (*)(char *, size_t)>(dlsym(h, "kiln_fake_cuda_take_calls"));
     }
   }
 };
@@ -216,6 +223,115 @@ std::vector<float> ramp(size_t n, float scale) {
 }
 
 } // namespace
+
+namespace {
+
+/// The fake driver's call log since the last call (and clears it).
+std::string take_calls() {
+  std::vector<char> text(1 << 16);
+  fake().take_calls(text.data(), text.size());
+  return text.data();
+}
+
+std::string hex(uintptr_t v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+/// The handle after `prefix` in `log` (e.g. the graph cuGraphInstantiateWithFlags got).
+std::string handle_after(const std::string &log, const std::string &prefix) {
+  const size_t at = log.find(prefix);
+  if (at == std::string::npos) return "?";
+  const size_t start = at + prefix.size();
+  return log.substr(start, log.find_first_of(",)", start) - start);
+}
+
+} // namespace
+
+// CudaGraph over the driver: the exact driver calls of a capture, two
+// replays and a reset (thread-local capture mode, flags 0, the graph and its
+// instantiation destroyed).
+TEST(DriverDevice, CudaGraphMakesTheDriverCallsOfCaptureReplayAndReset) {
+  cuda::NvrtcCompiler nvrtc;
+  auto dev = fake_device(nvrtc);
+  ASSERT_NE(fake().take_calls, nullptr);
+  cuda::CachingAllocator alloc(*dev, 0);
+  const cuda::StreamHandle s = dev->stream_create();
+  char function_object = 0;
+  const cuda::KernelFunction fn{"add_one", &function_object, nullptr};
+  std::vector<float> host(1024, 1.0f);
+  take_calls();
+
+  cuda::CudaGraph graph(*dev, alloc, 0);
+  graph.capture_begin(s);
+  void *x = alloc.malloc(4096, s); // from the graph's pool: a cuMemAlloc, not captured
+  void *y = alloc.malloc(4096, s);
+  int n = 1024;
+  void *args[] = {&x, &y, &n};
+  dev->memcpy_async(x, host.data(), 4096, cuda::CopyKind::HostToDevice, s);
+  dev->launch_kernel(fn, {4, 1, 1}, {256, 1, 1}, 0, s, args);
+  graph.capture_end();
+  graph.replay();
+  graph.replay();
+  graph.reset();
+  const std::string log = take_calls();
+  const std::string S = hex(s);
+  const std::string G = handle_after(log, "cuGraphInstantiateWithFlags(");
+  const std::string E = handle_after(log, "cuGraphLaunch(");
+  EXPECT_EQ(log, "cuStreamBeginCapture(" + S + ", mode=1)\n"
+                 "cuMemcpyAsync(" + S + ")\n"
+                 "cuLaunchKernel(" + S + ")\n"
+                 "cuStreamEndCapture(" + S + ")\n"
+                 "cuGraphInstantiateWithFlags(" + G + ", flags=0)\n"
+                 "cuGraphLaunch(" + E + ", " + S + ")\n"
+                 "cuGraphLaunch(" + E + ", " + S + ")\n"
+                 "cuGraphExecDestroy(" + E + ")\n"
+                 "cuGraphDestroy(" + G + ")\n");
+  EXPECT_EQ(alloc.graph_pool_stats(graph.pool()).use_count, 0);
+  alloc.free(x);
+  alloc.free(y);
+  dev->stream_destroy(s);
+}
+
+// A synchronize during the capture: the driver's error names the call and
+// the status, and capture_end reports the invalidated capture; nothing is
+// instantiated.
+TEST(DriverDevice, CudaGraphReportsASynchronizeDuringCapture) {
+  cuda::NvrtcCompiler nvrtc;
+  auto dev = fake_device(nvrtc);
+  ASSERT_NE(fake().take_calls, nullptr);
+  cuda::CachingAllocator alloc(*dev, 0);
+  const cuda::StreamHandle s = dev->stream_create();
+  take_calls();
+  cuda::CudaGraph graph(*dev, alloc, 0);
+  graph.capture_begin(s);
+  try {
+    dev->stream_synchronize(s);
+    FAIL() << "expected a CudaError";
+  } catch (const cuda::CudaError &e) {
+    EXPECT_EQ(e.code(), 900);
+    EXPECT_NE(std::string(e.what()).find("cuStreamSynchronize failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    graph.capture_end();
+    FAIL() << "expected a CudaError";
+  } catch (const cuda::CudaError &e) {
+    EXPECT_EQ(e.code(), 901);
+    EXPECT_NE(std::string(e.what()).find("CudaGraph::capture_end: CudaGraph on cuda:0: the capture failed: "
+                                         "cuStreamEndCapture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(graph.is_captured());
+  const std::string S = hex(s);
+  EXPECT_EQ(take_calls(), "cuStreamBeginCapture(" + S + ", mode=1)\n"
+                          "cuStreamSynchronize(" + S + ")\n"
+                          "cuStreamEndCapture(" + S + ")\n");
+  dev->stream_destroy(s);
+}
 
 TEST(CublasLtPlan, DenseRowMajorOperands) {
   expect_plan_computes_the_product(view({3, 4}, {4, 1}), ramp(12, 0.5f), view({4, 5}, {5, 1}), ramp(20, 0.25f));

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """An independent safetensors reader, written from the format description
 (https://github.com/huggingface/safetensors#format) with json + struct only,
-to check files written by kiln::save. (The `safetensors` package itself is not
-installable on the build machine: no PyPI access, no Debian package.)
+to check files written by kiln::save without third-party packages (the
+round trips with the `safetensors` package itself: safetensors_interop.py).
 
     read_safetensors.py FILE [--max N]
 

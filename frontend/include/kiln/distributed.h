@@ -117,7 +117,12 @@ void barrier();
 /// What DistributedDataParallel does (torch's constructor arguments).
 struct DDPOptions {
   /// Bucket size caps in MiB: the first bucket (the last layers' gradients,
-  /// ready first) is small so its all-reduce starts early.
+  /// ready first) is small so its all-reduce starts early. The others are
+  /// also capped at a quarter of all the gradients' bytes (never below the
+  /// first cap), so that the bucket launched last, whose all-reduce cannot
+  /// overlap the backward, is small in a model of a few MiB too (PyTorch's
+  /// DDP leaves it all but the first bucket; the same for models of over
+  /// 4 x bucket_cap_mb). A bucket closes once it reaches its cap.
   double first_bucket_cap_mb = 1;
   double bucket_cap_mb = 25;
   /// Parameters the forward did not use are found by walking the autograd
@@ -148,6 +153,15 @@ struct DDPOptions {
 /// and the averaged gradients are in .grad(). Buckets start in reverse
 /// registration order and are rebuilt once, after the first backward, in
 /// the order gradients became ready there (rank 0's order, broadcast).
+///
+/// Devices: every parameter on one device, the cpu or one CUDA device (a
+/// GPU's or the simulator's); the buckets, the bf16 hook's copies and the
+/// reducer's bookkeeping tensors (the model check, the rebuilt bucket order,
+/// the unused-parameter flags) live there. Gloo reduces cpu tensors in place
+/// and stages CUDA tensors through pinned host memory; NCCL takes CUDA
+/// tensors only. Throws kiln::Error naming the first parameter on another
+/// device than the first's, or the first parameter of a cpu model on an NCCL
+/// group. (A CUDA model trains eagerly: kiln::compile has no CUDA target yet.)
 class DistributedDataParallel : public nn::Module {
 public:
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {});

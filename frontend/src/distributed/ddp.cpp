@@ -21,6 +21,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+/// Only the bucket launched last is exposed by construction: it holds the
+/// gradients ready last (the first layers'), so its all-reduce starts when
+/// the backward is over. With bucket_cap_mb alone (25 MiB) a model of a few
+/// MiB of gradients gets a 1 MiB first bucket and one bucket with the rest,
+/// which is then exposed whole (kiln-bench-ddp's six 512x512 layers: 5 of
+/// their 6 MiB). So the buckets after the first are also capped at a
+/// quarter of all the gradients' bytes (never below the first bucket's
+/// cap): at most about a quarter of the bytes are reduced after the
+/// backward, for at most ~5 collectives. Models with more than 4 x 25 MiB of
+/// gradients keep bucket_cap_mb, as PyTorch's DDP.
+constexpr double kMinBucketsAfterTheFirst = 4;
+
 uint64_t fnv1a(const std::string &s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -39,21 +51,52 @@ void wait_or_throw(const std::shared_ptr<rd::Work> &w, const char *op) {
   }
 }
 
-/// Every rank's int64 values of `local` (same length on every rank).
-std::vector<std::vector<int64_t>> gather_ints(rd::ProcessGroup &g, const std::vector<int64_t> &local, const char *op) {
-  const auto n = static_cast<int64_t>(local.size());
-  Tensor in = zeros({std::max<int64_t>(n, 1)}, kInt64);
-  std::copy(local.begin(), local.end(), in.data_ptr<int64_t>());
+/// `values` as a 1-D int64 tensor (at least one element) on `device`.
+Tensor ints_on(const std::vector<int64_t> &values, Device device) {
+  Tensor host = zeros({std::max<int64_t>(static_cast<int64_t>(values.size()), 1)}, kInt64);
+  std::copy(values.begin(), values.end(), host.data_ptr<int64_t>());
+  return host.to(device);
+}
+
+/// The first `n` values of the int64 tensor `t` (any device).
+std::vector<int64_t> ints_of(const Tensor &t, size_t n) {
+  Tensor host = t.cpu();
+  return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + n);
+}
+
+/// Every rank's int64 values of `local` (same length on every rank),
+/// exchanged in tensors on `device` (the parameters': NCCL takes CUDA
+/// tensors only).
+std::vector<std::vector<int64_t>> gather_ints(rd::ProcessGroup &g, const std::vector<int64_t> &local, Device device,
+                                              const char *op) {
+  Tensor in = ints_on(local, device);
   std::vector<Tensor> outs;
   std::vector<runtime::TensorView> views;
   for (int r = 0; r < g.size(); ++r) {
-    outs.push_back(zeros({std::max<int64_t>(n, 1)}, kInt64));
+    outs.push_back(zeros(in.sizes(), kInt64, device));
     views.push_back(view_of(outs.back()));
   }
   wait_or_throw(g.allgather(views, view_of(in)), op);
   std::vector<std::vector<int64_t>> all;
-  for (const Tensor &t : outs) all.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
+  for (const Tensor &t : outs) all.push_back(ints_of(t, local.size()));
   return all;
+}
+
+/// The one device of the parameters (cpu when there are none), or
+/// kiln::Error naming the first parameter elsewhere; a CPU parameter on an
+/// NCCL group is an error too (NCCL reduces CUDA tensors only).
+Device parameters_device(const std::vector<Tensor> &params, const std::vector<std::string> &names,
+                         const std::string &backend) {
+  const Device device = params.empty() ? kCPU : params[0].device();
+  for (size_t i = 0; i < params.size(); ++i)
+    KILN_CHECK(params[i].device() == device, "DistributedDataParallel: parameter ", describe(names[i], params[i]),
+               " is on ", params[i].device().str(), " but parameter ", describe(names[0], params[0]), " is on ",
+               device.str(), " (expected every parameter on one device; move the module with .to(device))");
+  KILN_CHECK(backend != "nccl" || params.empty() || device.type == DeviceType::CUDA,
+             "DistributedDataParallel: parameter ", describe(names[0], params[0]), " is on ", device.str(),
+             " but the process group is nccl, which reduces CUDA tensors only (expected the module on cuda; ",
+             "move it with .to(Device(DeviceType::CUDA, rank % devices)) or use the gloo backend)");
+  return device;
 }
 
 } // namespace
@@ -74,6 +117,10 @@ struct DistributedDataParallel::Reducer {
   std::vector<Tensor> params;     // requiring grad, registration order
   std::vector<std::string> names;
   std::vector<Tensor> module_buffers;
+  /// Where the buckets and the reducer's bookkeeping tensors (the model
+  /// check, the rebuilt order, the unused-parameter flags) live: the
+  /// parameters' device.
+  Device device = kCPU;
   /// The parameters' AccumulateGrad nodes hold the hooks; the graph keeps
   /// them only weakly between backwards, so the reducer owns them (as c10d's).
   std::vector<std::shared_ptr<autograd::AccumulateGrad>> accumulators;
@@ -96,6 +143,11 @@ struct DistributedDataParallel::Reducer {
     slot_of.assign(params.size(), 0);
     std::unordered_map<int, size_t> open; // dtype -> bucket being filled
     std::vector<int64_t> bytes;
+    double total_bytes = 0;
+    for (size_t i : order) total_bytes += static_cast<double>(params[i].numel() * itemsize(params[i].dtype()));
+    const double first_cap = options.first_bucket_cap_mb * 1024 * 1024;
+    const double later_cap =
+        std::min(options.bucket_cap_mb * 1024 * 1024, std::max(first_cap, total_bytes / kMinBucketsAfterTheFirst));
     for (size_t i : order) {
       const int dtype = static_cast<int>(params[i].dtype());
       const int64_t b = params[i].numel() * static_cast<int64_t>(itemsize(params[i].dtype()));
@@ -110,8 +162,8 @@ struct DistributedDataParallel::Reducer {
       slot_of[i] = bk.params.size();
       bk.params.push_back(i);
       bytes[it->second] += b;
-      const double cap_mb = it->second == 0 ? options.first_bucket_cap_mb : options.bucket_cap_mb;
-      if (static_cast<double>(bytes[it->second]) >= cap_mb * 1024 * 1024) open.erase(it);
+      const double cap = it->second == 0 ? first_cap : later_cap;
+      if (static_cast<double>(bytes[it->second]) >= cap) open.erase(it);
     }
     for (Bucket &bk : buckets) {
       int64_t n = 0;
@@ -128,11 +180,11 @@ struct DistributedDataParallel::Reducer {
   void check_same_model() {
     std::vector<int64_t> hashes{static_cast<int64_t>(params.size())};
     for (size_t i = 0; i < params.size(); ++i) hashes.push_back(static_cast<int64_t>(fnv1a(describe(names[i], params[i]))));
-    auto counts = gather_ints(*group, {hashes[0]}, "checking the model");
+    auto counts = gather_ints(*group, {hashes[0]}, device, "checking the model");
     for (int r = 1; r < group->size(); ++r)
       KILN_CHECK(counts[r][0] == counts[0][0], "DistributedDataParallel: rank 0 has ", counts[0][0],
                  " parameters but rank ", r, " has ", counts[r][0], "; every rank must build the same model");
-    auto all = gather_ints(*group, hashes, "checking the model");
+    auto all = gather_ints(*group, hashes, device, "checking the model");
     for (size_t k = 1; k < hashes.size(); ++k)
       for (int r = 1; r < group->size(); ++r)
         if (all[r][k] != all[0][k]) {
@@ -141,7 +193,7 @@ struct DistributedDataParallel::Reducer {
           std::string mine = describe(names[k - 1], params[k - 1]);
           std::vector<int64_t> packed(kChars, 0);
           for (size_t c = 0; c < mine.size() && c < static_cast<size_t>(kChars); ++c) packed[c] = mine[c];
-          auto texts = gather_ints(*group, packed, "checking the model");
+          auto texts = gather_ints(*group, packed, device, "checking the model");
           auto text = [&](int q) {
             std::string s;
             for (int64_t c : texts[q]) if (c) s += static_cast<char>(c);
@@ -237,10 +289,10 @@ struct DistributedDataParallel::Reducer {
     }
     std::vector<char> globally_used(params.size(), 1);
     if (options.find_unused_parameters) {
-      Tensor u = zeros({static_cast<int64_t>(params.size())}, kInt32);
-      for (size_t i = 0; i < params.size(); ++i) u.data_ptr<int32_t>()[i] = used[i];
+      Tensor u = ints_on(std::vector<int64_t>(used.begin(), used.end()), device);
       wait_or_throw(group->allreduce(view_of(u), rd::ReduceOp::Max), "finding unused parameters");
-      for (size_t i = 0; i < params.size(); ++i) globally_used[i] = u.data_ptr<int32_t>()[i] != 0;
+      const std::vector<int64_t> any = ints_of(u, params.size());
+      for (size_t i = 0; i < params.size(); ++i) globally_used[i] = any[i] != 0;
     }
     autograd::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -316,13 +368,13 @@ struct DistributedDataParallel::Reducer {
     rebuilt = true;
     std::vector<int64_t> order(params.size());
     for (size_t i = 0; i < params.size(); ++i) order[i] = i < ready_order.size() ? static_cast<int64_t>(ready_order[i]) : -1;
-    Tensor t = zeros({static_cast<int64_t>(std::max<size_t>(params.size(), 1))}, kInt64);
-    std::copy(order.begin(), order.end(), t.data_ptr<int64_t>());
+    Tensor t = ints_on(order, device);
     wait_or_throw(group->broadcast(view_of(t), 0), "rebuilding the buckets");
+    const std::vector<int64_t> broadcast_order = ints_of(t, params.size());
     std::vector<size_t> rank0_order;
     std::vector<char> placed(params.size(), 0);
     for (size_t i = 0; i < params.size(); ++i) {
-      const int64_t p = t.data_ptr<int64_t>()[i];
+      const int64_t p = broadcast_order[i];
       if (p >= 0 && static_cast<size_t>(p) < params.size() && !placed[p]) rank0_order.push_back(static_cast<size_t>(p)), placed[p] = 1;
     }
     for (size_t i = params.size(); i-- > 0;)
@@ -349,6 +401,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       r.params.push_back(p);
     }
   r.module_buffers = module_->buffers();
+  r.device = parameters_device(r.params, r.names, r.group->backend_name());
   r.check_same_model();
   {
     autograd::NoGradGuard no_grad;

@@ -51,7 +51,7 @@ struct GlobalStats {
   int64_t count; ///< values per channel over all ranks
 };
 
-/// This rank's statistics packed for all_gather: float64 cpu [2C + 1] =
+/// This rank's statistics packed for all_gather: float64 [2C + 1] on the cpu =
 /// (count, mean[0..C), biased var[0..C)); zeros for an empty input, which
 /// the merge weighs by its count 0 (PyTorch's empty-input case).
 Tensor pack_local_stats(const Tensor &xc, int64_t channels) {
@@ -99,12 +99,15 @@ GlobalStats merge_stats(const std::vector<Tensor> &gathered, int64_t channels, D
 /// all_gather); kiln::Error on every rank alike when there are fewer than 2
 /// values per channel in all.
 GlobalStats gather_global_stats(const Tensor &xc, int64_t channels, int group_size) {
+  // Exchanged on x's device (NCCL takes CUDA tensors only), merged on the cpu.
   std::vector<Tensor> gathered;
   try {
-    dist::all_gather(gathered, pack_local_stats(xc, channels));
+    dist::all_gather(gathered, pack_local_stats(xc, channels).to(xc.device()));
   } catch (const Error &e) {
     throw Error(std::string(kOp) + ": gathering the batch statistics: " + e.what());
   }
+  for (Tensor &g : gathered)
+    g = g.cpu();
   GlobalStats stats = merge_stats(gathered, channels, xc.dtype(), xc.device());
   KILN_CHECK(stats.count > 1, kOp, ": expected more than 1 value per channel when training, got ", stats.count,
              " over the ", group_size, " ranks (this rank's input ", shape_str(xc.sizes()), ")");
@@ -129,7 +132,7 @@ void update_running_stats(const Tensor &running_mean, const Tensor &running_var,
   }
 }
 
-/// Sums a float64 cpu tensor over the ranks in place (the backward's one
+/// Sums a float64 tensor (x's device) over the ranks in place (the backward's one
 /// collective), its failure a kiln::Error naming SyncBatchNorm.
 void all_reduce_sum(Tensor &t) {
   try {
@@ -165,7 +168,7 @@ autograd::TensorList sync_batch_norm_backward(const Tensor &dy, const Tensor &x,
   if (st.needs_bias)
     dbias = sum_dy.to(weight.defined() ? weight.dtype() : compute);
   if (st.needs_input) {
-    Tensor sums = cat({sum_dy, sum_dy_xmu}).to(kCPU, kFloat64).contiguous();
+    Tensor sums = cat({sum_dy, sum_dy_xmu}).to(kFloat64).contiguous(); // on x's device: NCCL takes CUDA only
     all_reduce_sum(sums);
     const double inv_n = 1.0 / static_cast<double>(st.count);
     const Tensor mean_dy = (sums.narrow(0, 0, channels) * inv_n).to(x.device(), compute).reshape(bshape);

@@ -2,10 +2,13 @@
 #include "dispatch.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "../backend.h"
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/TensorView.h"
+#include "kiln/runtime/cuda/CudaBackend.h"
+#include "kiln/runtime/cuda/CurrentStream.h"
 #include "../trace.h"
 #include "../compile/tracer.h"
 #include "kernels.h"
@@ -111,7 +114,17 @@ void on_backend(const char *op, const Device &device,
   runtime::DeviceBackend *backend = runtime::find_backend(device.type);
   KILN_CHECK(backend != nullptr, op, ": no backend for ", device.str());
   try {
-    fn(*backend, backend->default_stream(device.index));
+    // CUDA: the thread's current stream, where the eager kernels go (so a
+    // GEMM is ordered with them on a side stream, and recorded by a CUDA
+    // graph capture; PyTorch's getCurrentCUDAStream).
+    const runtime::cuda::StreamHandle current =
+        device.is_cuda() ? runtime::cuda::current_stream(device.index) : runtime::cuda::kDefaultStream;
+    if (current != runtime::cuda::kDefaultStream) {
+      std::unique_ptr<runtime::Stream> stream = runtime::cuda::borrowed_stream(device.index, current);
+      fn(*backend, *stream);
+    } else {
+      fn(*backend, backend->default_stream(device.index));
+    }
   } catch (const Error &) {
     throw;
   } catch (const std::exception &e) {

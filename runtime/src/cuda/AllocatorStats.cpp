@@ -59,6 +59,8 @@ void CudaMemoryStats::reset_peak() {
   for (StatByPool *s :
        {&allocation, &segment, &active, &allocated_bytes, &reserved_bytes, &active_bytes, &requested_bytes})
     s->reset_peak();
+  graph_pool_reserved_bytes.reset_peak();
+  graph_pool_allocated_bytes.reset_peak();
 }
 
 OutOfMemoryError::OutOfMemoryError(const Report &report)

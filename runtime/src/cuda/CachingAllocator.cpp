@@ -48,6 +48,31 @@ std::vector<SegmentInfo> CachingAllocator::snapshot() const {
   return cache_->snapshot();
 }
 
+GraphPoolId CachingAllocator::new_graph_pool() {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  return cache_->new_graph_pool();
+}
+
+void CachingAllocator::begin_allocate_to_pool(GraphPoolId pool, StreamHandle stream) {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->begin_allocate_to_pool(pool, stream);
+}
+
+void CachingAllocator::end_allocate_to_pool(StreamHandle stream) {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->end_allocate_to_pool(stream);
+}
+
+void CachingAllocator::release_pool(GraphPoolId pool) {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->release_pool(pool);
+}
+
+GraphPoolStats CachingAllocator::graph_pool_stats(GraphPoolId pool) const {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  return cache_->graph_pool_stats(pool);
+}
+
 void *CachingAllocator::allocate(size_t nbytes) { return malloc(nbytes, current_stream(device_index_)); }
 
 void CachingAllocator::deallocate(void *ptr, size_t /*nbytes*/) { free(ptr); }

@@ -216,6 +216,14 @@ DeviceApi *device_api(int index) {
   return b && index >= 0 && index < b->device_count() ? &b->api(index) : nullptr;
 }
 
+std::unique_ptr<Stream> borrowed_stream(int device, StreamHandle stream) {
+  auto *b = dynamic_cast<CudaBackend *>(find_backend(DeviceType::CUDA));
+  if (!b)
+    throw std::runtime_error("cuda backend: borrowed_stream(cuda:" + std::to_string(device) +
+                             "): the registered CUDA backend is not a CudaBackend");
+  return std::make_unique<CudaStream>(b->api(device), device, stream, /*owned=*/false);
+}
+
 CachingHostAllocator *pinned_allocator() {
   auto *b = dynamic_cast<CudaBackend *>(find_backend(DeviceType::CUDA));
   return b ? &b->host_allocator() : nullptr;

@@ -24,6 +24,11 @@ constexpr CUresult CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
 constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 constexpr CUresult CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803;
+constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
+constexpr CUresult CUDA_ERROR_ILLEGAL_STATE = 401;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908;
 constexpr CUresult CUDA_ERROR_UNKNOWN = 999;
 
 using CUdevice = int;
@@ -48,6 +53,10 @@ constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPT
 
 using CUfunction_attribute = int; // cuda.h CUfunction_attribute
 using CUstreamCaptureMode = int;  // cuda.h CUstreamCaptureMode
+/// cuda.h CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: unsafe calls (a synchronize,
+/// cuMemAlloc...) from the capturing thread fail and invalidate the capture;
+/// other threads are not restricted (PyTorch's default for CUDAGraph is global).
+constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 using CUjit_option = int;         // cuda.h CUjit_option
 
 /// cuda.h `CUdriverProcAddressQueryResult` (cuGetProcAddress_v2's status).

@@ -16,14 +16,17 @@ DeviceCache::DeviceCache(DeviceMemory &device, int device_index, const Allocator
     : device_(device), device_index_(device_index), options_(options) {}
 
 Block *DeviceCache::malloc(size_t nbytes, StreamHandle stream) {
-  // Blocks whose cross-stream uses have finished go back to the pools first.
-  process_events();
+  // Blocks whose cross-stream uses have finished go back to the pools first
+  // (not during a capture: PyTorch does not query events then either).
+  if (capture_targets_.empty())
+    process_events();
   Request r;
   r.requested = nbytes;
   r.size = round_size(nbytes);
   r.stream = stream;
   r.pool = pool_of(r.size);
   r.segment = segment_size(r.size);
+  r.private_pool = capture_target(stream);
   Block *block = take_free_block(r);
   if (block)
     ++stats_.num_cache_hits;
@@ -40,7 +43,7 @@ Block *DeviceCache::malloc(size_t nbytes, StreamHandle stream) {
 /// With max_split_size set, an oversize block serves only an oversize
 /// request that it exceeds by less than kLargeBuffer.
 Block *DeviceCache::take_free_block(const Request &r) {
-  BlockPool &free_blocks = pool(r.pool);
+  BlockPool &free_blocks = free_list(r.private_pool, r.pool);
   Block key;
   key.stream = r.stream;
   key.size = r.size;
@@ -72,6 +75,12 @@ Block *DeviceCache::allocate_segment(const Request &r, bool is_retry) {
   block->size = r.segment;
   block->address = reinterpret_cast<uintptr_t>(ptr);
   block->pool = r.pool;
+  block->private_pool = r.private_pool;
+  if (PrivatePool *p = r.private_pool) {
+    ++p->segments;
+    p->reserved_bytes += static_cast<int64_t>(r.segment);
+    stats_.graph_pool_reserved_bytes.increase(static_cast<int64_t>(r.segment));
+  }
   stats_.segment.add(r.pool, 1);
   stats_.reserved_bytes.add(r.pool, static_cast<int64_t>(r.segment));
   ++stats_.num_device_alloc;
@@ -83,6 +92,10 @@ Block *DeviceCache::allocate_segment(const Request &r, bool is_retry) {
 Block *DeviceCache::allocate_segment_with_retry(const Request &r) {
   if (Block *block = allocate_segment(r, /*is_retry=*/false))
     return block;
+  // cuMemFree during a capture is illegal (it synchronizes): no release
+  // and retry then (PyTorch's captures_underway check).
+  if (!capture_targets_.empty())
+    throw_out_of_memory(r);
   release_cached_blocks();
   if (Block *block = allocate_segment(r, /*is_retry=*/true))
     return block;
@@ -97,6 +110,7 @@ Block *DeviceCache::split_block(Block *block, size_t size) {
   front->size = size;
   front->address = block->address;
   front->pool = block->pool;
+  front->private_pool = block->private_pool;
   front->prev = block->prev;
   if (front->prev)
     front->prev->next = front;
@@ -104,7 +118,7 @@ Block *DeviceCache::split_block(Block *block, size_t size) {
   block->prev = front;
   block->address += size;
   block->size -= size;
-  pool(block->pool).insert(block);
+  free_list(block).insert(block);
   return front;
 }
 
@@ -119,6 +133,10 @@ void DeviceCache::mark_allocated(Block *block, const Request &r) {
   stats_.active.add(block->pool, 1);
   stats_.active_bytes.add(block->pool, bytes);
   stats_.requested_bytes.add(block->pool, static_cast<int64_t>(r.requested));
+  if (PrivatePool *p = block->private_pool) {
+    p->allocated_bytes += bytes;
+    stats_.graph_pool_allocated_bytes.increase(bytes);
+  }
   ++stats_.num_allocs;
 }
 
@@ -139,6 +157,10 @@ void DeviceCache::free(void *ptr) {
   block->allocated = false;
   stats_.allocation.add(block->pool, -1);
   stats_.allocated_bytes.add(block->pool, -static_cast<int64_t>(block->size));
+  if (PrivatePool *p = block->private_pool) {
+    p->allocated_bytes -= static_cast<int64_t>(block->size);
+    stats_.graph_pool_allocated_bytes.decrease(static_cast<int64_t>(block->size));
+  }
   ++stats_.num_frees;
   if (block->stream_uses.empty())
     free_block(block);
@@ -155,10 +177,12 @@ void DeviceCache::free_block(Block *block) {
   block->requested_size = 0;
   try_merge(block, block->prev);
   try_merge(block, block->next);
-  pool(block->pool).insert(block);
+  free_list(block).insert(block);
   stats_.active.add(block->pool, -1);
   stats_.active_bytes.add(block->pool, -bytes);
   stats_.requested_bytes.add(block->pool, -requested);
+  if (block->private_pool)
+    release_unused_pool_segment(block);
 }
 
 /// Absorbs `src` (a neighbour of `dst` in its segment) into `dst` when src
@@ -166,7 +190,7 @@ void DeviceCache::free_block(Block *block) {
 void DeviceCache::try_merge(Block *dst, Block *src) {
   if (!src || src->allocated || src->event_count > 0 || !src->stream_uses.empty())
     return;
-  pool(src->pool).erase(src);
+  free_list(src).erase(src);
   if (dst->prev == src) { // [src dst]
     dst->address = src->address;
     dst->prev = src->prev;

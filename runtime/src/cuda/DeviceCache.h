@@ -9,6 +9,7 @@
 #include <array>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -20,6 +21,8 @@
 #include "kiln/runtime/cuda/DeviceMemory.h"
 
 namespace kiln::runtime::cuda {
+
+struct PrivatePool;
 
 /// A piece of a segment: allocated, free in a pool, or freed and waiting for
 /// events (PyTorch's Block). The blocks of one segment form a list by
@@ -35,6 +38,7 @@ struct Block {
   Block *next = nullptr;              ///< the block after it in its segment
   int event_count = 0;                ///< events still pending since it was freed
   std::set<StreamHandle> stream_uses; ///< other streams it was used on (record_stream)
+  PrivatePool *private_pool = nullptr; ///< the graph pool its segment belongs to, or null (the device's pools)
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
@@ -47,6 +51,18 @@ struct BlockBestFit {
 };
 using BlockPool = std::set<Block *, BlockBestFit>;
 
+/// A graph's private memory pool (PyTorch's PrivatePool): segments
+/// allocated while a stream captures into it, kept out of the device's
+/// pools so a graph's replays find its memory where the capture left it.
+struct PrivatePool {
+  GraphPoolId id = 0;
+  int use_count = 0;                   ///< captures begun into it and not released
+  std::array<BlockPool, 2> free_blocks; ///< its free blocks, by PoolKind
+  size_t segments = 0;
+  int64_t reserved_bytes = 0;
+  int64_t allocated_bytes = 0;
+};
+
 /// One rounded request.
 struct Request {
   size_t requested = 0; ///< bytes the caller asked for
@@ -54,6 +70,7 @@ struct Request {
   StreamHandle stream = kDefaultStream;
   PoolKind pool = PoolKind::Small;
   size_t segment = 0; ///< segment size to allocate when nothing fits
+  PrivatePool *private_pool = nullptr; ///< the graph pool it is served from, or null
 };
 
 class DeviceCache {
@@ -72,6 +89,13 @@ public:
   void reset_peak() { stats_.reset_peak(); }
   std::vector<SegmentInfo> snapshot() const;
 
+  // Graph pools (CachingAllocator.h): DeviceCacheGraphPool.cpp.
+  GraphPoolId new_graph_pool() { return ++last_pool_id_; }
+  void begin_allocate_to_pool(GraphPoolId id, StreamHandle stream);
+  void end_allocate_to_pool(StreamHandle stream);
+  void release_pool(GraphPoolId id);
+  GraphPoolStats graph_pool_stats(GraphPoolId id) const;
+
 private:
   // DeviceCache.cpp
   Block *take_free_block(const Request &r);
@@ -83,6 +107,16 @@ private:
   void free_block(Block *block);
   void try_merge(Block *dst, Block *src);
   BlockPool &pool(PoolKind kind) { return pools_[static_cast<size_t>(kind)]; }
+  /// The free list a block (or a request) belongs to: its graph pool's or the device's.
+  BlockPool &free_list(PrivatePool *private_pool, PoolKind kind) {
+    return private_pool ? private_pool->free_blocks[static_cast<size_t>(kind)] : pool(kind);
+  }
+  BlockPool &free_list(const Block *block) { return free_list(block->private_pool, block->pool); }
+
+  // DeviceCacheGraphPool.cpp
+  PrivatePool *capture_target(StreamHandle stream) const;
+  void release_unused_pool_segment(Block *block);
+  void delete_pool_if_empty(PrivatePool *pool);
 
   // DeviceCacheRelease.cpp
   void insert_events(Block *block);
@@ -103,6 +137,9 @@ private:
   std::map<StreamHandle, std::deque<std::pair<EventHandle, Block *>>> pending_events_; ///< per stream, in record order
   std::vector<EventHandle> spare_events_; ///< completed events kept for reuse (PyTorch's EventPool)
   CudaMemoryStats stats_;
+  std::map<GraphPoolId, std::unique_ptr<PrivatePool>> private_pools_; ///< live graph pools
+  std::map<StreamHandle, PrivatePool *> capture_targets_; ///< streams whose mallocs go to a graph pool
+  GraphPoolId last_pool_id_ = 0;
 };
 
 } // namespace kiln::runtime::cuda

@@ -22,6 +22,19 @@ DeviceCache::~DeviceCache() {
   for (BlockPool &free_blocks : pools_)
     for (Block *block : free_blocks)
       delete block;
+  // Graph pools: free whole segments go back to the device; the rest is
+  // bookkeeping only, as above.
+  for (auto &[id, private_pool] : private_pools_)
+    for (BlockPool &free_blocks : private_pool->free_blocks)
+      for (Block *block : free_blocks) {
+        if (!block->is_split()) {
+          try {
+            device_.raw_free(reinterpret_cast<void *>(block->address));
+          } catch (...) {
+          }
+        }
+        delete block;
+      }
 }
 
 void DeviceCache::record_stream(void *ptr, StreamHandle stream) {
@@ -33,6 +46,8 @@ void DeviceCache::record_stream(void *ptr, StreamHandle stream) {
 }
 
 void DeviceCache::empty_cache() {
+  if (!capture_targets_.empty())
+    return; // cuMemFree during a capture is illegal: the cache stays until it ends
   release_cached_blocks();
   destroy_spare_events();
 }
@@ -82,8 +97,11 @@ void DeviceCache::process_events() {
 }
 
 /// Waits for every pending event and frees their blocks (before releasing
-/// the cache, so those blocks can be released too).
+/// the cache, so those blocks can be released too). Not during a capture
+/// (synchronizing is illegal then; PyTorch skips it too).
 void DeviceCache::synchronize_and_free_events() {
+  if (!capture_targets_.empty())
+    return;
   ++stats_.num_sync_all_streams;
   for (auto &[stream, queue] : pending_events_) {
     for (auto [event, block] : queue) {
@@ -111,7 +129,12 @@ void DeviceCache::release_cached_blocks() {
 
 void DeviceCache::release_segment(Block *block) {
   device_.raw_free(reinterpret_cast<void *>(block->address));
-  pool(block->pool).erase(block);
+  free_list(block).erase(block);
+  if (PrivatePool *p = block->private_pool) {
+    --p->segments;
+    p->reserved_bytes -= static_cast<int64_t>(block->size);
+    stats_.graph_pool_reserved_bytes.decrease(static_cast<int64_t>(block->size));
+  }
   stats_.segment.add(block->pool, -1);
   stats_.reserved_bytes.add(block->pool, -static_cast<int64_t>(block->size));
   ++stats_.num_device_free;
@@ -165,6 +188,10 @@ std::vector<SegmentInfo> DeviceCache::snapshot() const {
   for (const BlockPool &free_blocks : pools_)
     for (const Block *block : free_blocks)
       add_if_head(block);
+  for (const auto &[id, private_pool] : private_pools_)
+    for (const BlockPool &free_blocks : private_pool->free_blocks)
+      for (const Block *block : free_blocks)
+        add_if_head(block);
   for (const Block *block : active_)
     add_if_head(block);
   std::sort(segments.begin(), segments.end(),

@@ -201,6 +201,36 @@ public:
                           ")");
   }
 
+  // ---- CUDA graphs ---------------------------------------------------------------
+  void stream_begin_capture(StreamHandle stream) override {
+    set_current();
+    check(cu_.cuStreamBeginCapture(as_stream(stream), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  }
+  GraphHandle stream_end_capture(StreamHandle stream) override {
+    set_current();
+    CUgraph graph = nullptr;
+    check(cu_.cuStreamEndCapture(as_stream(stream), &graph), "cuStreamEndCapture");
+    return reinterpret_cast<GraphHandle>(graph);
+  }
+  GraphExecHandle graph_instantiate(GraphHandle graph) override {
+    set_current();
+    CUgraphExec exec = nullptr;
+    check(cu_.cuGraphInstantiateWithFlags(&exec, reinterpret_cast<CUgraph>(graph), 0), "cuGraphInstantiateWithFlags");
+    return reinterpret_cast<GraphExecHandle>(exec);
+  }
+  void graph_launch(GraphExecHandle exec, StreamHandle stream) override {
+    set_current();
+    check(cu_.cuGraphLaunch(reinterpret_cast<CUgraphExec>(exec), as_stream(stream)), "cuGraphLaunch");
+  }
+  void graph_exec_destroy(GraphExecHandle exec) override {
+    set_current();
+    check(cu_.cuGraphExecDestroy(reinterpret_cast<CUgraphExec>(exec)), "cuGraphExecDestroy");
+  }
+  void graph_destroy(GraphHandle graph) override {
+    set_current();
+    check(cu_.cuGraphDestroy(reinterpret_cast<CUgraph>(graph)), "cuGraphDestroy");
+  }
+
 private:
   void check(CUresult r, const char *api) const { check_driver(r, api); }
 

@@ -6,15 +6,28 @@
 // the CPU's (CudaBackend, host_accessible). Everything above this class
 // (the caching allocators, streams, events, the emitter's kernels) is the
 // code a GPU runs.
+//
+// Stream capture (CUDA graphs): a capturing stream records its launches
+// (kernel, extents and a copy of each argument value, sized by the kernel's
+// parameter sizes), copies and memsets instead of running them; a graph
+// launch runs the records in capture order, reading the buffers' contents
+// at that time, as cuGraphLaunch does. The capture errors are CUDA's
+// (CudaError with the CUresult), named like the driver's.
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kiln/runtime/cuda/CudaBackend.h"
+#include "kiln/runtime/cuda/CudaError.h"
 #include "kiln/runtime/sim/Grid.h"
 #include "kiln/runtime/sim/HostModule.h"
 #include "kiln/runtime/sim/SimMemory.h"
@@ -46,6 +59,60 @@ size_t sim_memory_bytes() {
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// cuda.h CUresult codes of the capture errors (CudaTypes.h has them for the driver).
+constexpr int kErrorInvalidHandle = 400;              // CUDA_ERROR_INVALID_HANDLE
+constexpr int kErrorIllegalState = 401;               // CUDA_ERROR_ILLEGAL_STATE
+constexpr int kErrorCaptureUnsupported = 900;         // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kErrorCaptureInvalidated = 901;         // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+constexpr int kErrorCaptureWrongThread = 908;         // CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+constexpr const char *kSimLibrary = "cuda simulator"; // CudaError::library()
+
+std::string error_name(int code) {
+  switch (code) {
+  case kErrorInvalidHandle: return "CUDA_ERROR_INVALID_HANDLE";
+  case kErrorIllegalState: return "CUDA_ERROR_ILLEGAL_STATE";
+  case kErrorCaptureUnsupported: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+  case kErrorCaptureInvalidated: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+  case kErrorCaptureWrongThread: return "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD";
+  default: return "CUresult " + std::to_string(code);
+  }
+}
+
+[[noreturn]] void throw_capture_error(const char *api, int code, const std::string &what) {
+  throw CudaError(kSimLibrary, api, code, std::string(api) + " failed: " + error_name(code) + ": " + what);
+}
+
+/// A handle no simulated device has made yet: unique in the process, as
+/// CUstream and CUevent pointers are, so one device can tell another's.
+uintptr_t new_handle() {
+  static std::atomic<uintptr_t> last{0};
+  return ++last;
+}
+
+/// One recorded operation of a captured graph.
+struct GraphNode {
+  enum class Kind { Kernel, Copy, Set } kind = Kind::Kernel;
+  // Kernel: the function (its module kept loaded), extents, argument values.
+  sim::HostKernel kernel;
+  std::shared_ptr<const void> module;
+  Dim3 grid, block;
+  size_t shared_bytes = 0;
+  std::vector<std::vector<std::max_align_t>> args; ///< each parameter's value, copied at capture
+  // Copy and Set.
+  void *dst = nullptr;
+  const void *src = nullptr;
+  uint8_t value = 0;
+  size_t nbytes = 0;
+};
+using GraphNodes = std::vector<GraphNode>;
+
+/// A capture in progress on one stream.
+struct Capture {
+  std::thread::id thread;   ///< the thread that began it (thread-local mode)
+  GraphNodes nodes;
+  std::string invalidated;  ///< the first failure, empty while valid
+};
 
 class SimDevice final : public DeviceApi {
 public:
@@ -86,14 +153,29 @@ public:
     std::lock_guard<std::mutex> lock(mu_);
     return {capacity_ - used_, capacity_};
   }
-  void *host_allocate(size_t nbytes) override { return std::aligned_alloc(64, (nbytes + 63) / 64 * 64); }
-  void host_free(void *ptr) override { std::free(ptr); }
+  /// "Pinned" memory: plain host memory, remembered so a captured copy can
+  /// tell it from pageable memory (which CUDA cannot capture).
+  void *host_allocate(size_t nbytes) override {
+    void *p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (p)
+      pinned_[reinterpret_cast<uintptr_t>(p)] = nbytes;
+    return p;
+  }
+  void host_free(void *ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pinned_.erase(reinterpret_cast<uintptr_t>(ptr));
+    }
+    std::free(ptr);
+  }
 
   // ---- events and streams: work runs inline, so every event has completed ----
   EventHandle event_create() override { return timed_event_create(); }
   EventHandle timed_event_create() override {
     std::lock_guard<std::mutex> lock(mu_);
-    event_times_[++last_handle_] = 0;
+    last_handle_ = new_handle();
+    event_times_[last_handle_] = 0;
     return last_handle_;
   }
   void event_record(EventHandle event, StreamHandle) override {
@@ -112,17 +194,65 @@ public:
   }
   StreamHandle stream_create() override {
     std::lock_guard<std::mutex> lock(mu_);
-    return ++last_handle_;
+    last_handle_ = new_handle();
+    streams_.insert(last_handle_);
+    return last_handle_;
   }
-  void stream_destroy(StreamHandle) override {}
-  void stream_synchronize(StreamHandle) override {}
+  void stream_destroy(StreamHandle stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(stream);
+    captures_.erase(stream);
+  }
+  /// Work ran inline already; a capturing stream cannot be synchronized
+  /// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), which invalidates its capture.
+  void stream_synchronize(StreamHandle stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Capture *c = capture_of(stream))
+      fail_capture(*c, "cuStreamSynchronize", stream, kErrorCaptureUnsupported,
+                   "a stream cannot be synchronized while it is capturing (CudaGraph: synchronize before "
+                   "capture_begin or after capture_end)");
+  }
   void stream_wait_event(StreamHandle, EventHandle) override {}
 
   // ---- copies and kernels ----------------------------------------------------
-  void memcpy_async(void *dst, const void *src, size_t nbytes, CopyKind, StreamHandle) override {
+  void memcpy_async(void *dst, const void *src, size_t nbytes, CopyKind kind, StreamHandle stream) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Capture *c = recording(stream, "cuMemcpyAsync")) {
+        // A copy from or to pageable host memory is synchronous, which a
+        // capture cannot record (PyTorch's "operation not permitted when
+        // stream is capturing" for a CPU tensor copied in a capture).
+        const void *host = kind == CopyKind::HostToDevice ? src : kind == CopyKind::DeviceToHost ? dst : nullptr;
+        if (host && !is_pinned(host, nbytes))
+          fail_capture(*c, "cuMemcpyAsync", stream, kErrorCaptureUnsupported,
+                       "a copy " + std::string(kind == CopyKind::HostToDevice ? "from" : "to") +
+                           " pageable host memory (" + std::to_string(nbytes) +
+                           " bytes) cannot be captured; expected pinned memory (host_allocate, "
+                           "CachingHostAllocator) or a device buffer");
+        GraphNode node;
+        node.kind = GraphNode::Kind::Copy;
+        node.dst = dst;
+        node.src = src;
+        node.nbytes = nbytes;
+        c->nodes.push_back(std::move(node));
+        return;
+      }
+    }
     std::memmove(dst, src, nbytes);
   }
-  void memset_async(void *dst, uint8_t value, size_t nbytes, StreamHandle) override {
+  void memset_async(void *dst, uint8_t value, size_t nbytes, StreamHandle stream) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Capture *c = recording(stream, "cuMemsetD8Async")) {
+        GraphNode node;
+        node.kind = GraphNode::Kind::Set;
+        node.dst = dst;
+        node.value = value;
+        node.nbytes = nbytes;
+        c->nodes.push_back(std::move(node));
+        return;
+      }
+    }
     std::memset(dst, value, nbytes);
   }
   std::vector<KernelFunction> load_kernels(const std::string &source,
@@ -135,21 +265,186 @@ public:
     }
     return out;
   }
-  void launch_kernel(const KernelFunction &fn, Dim3 grid, Dim3 block, size_t shared_bytes, StreamHandle,
+  void launch_kernel(const KernelFunction &fn, Dim3 grid, Dim3 block, size_t shared_bytes, StreamHandle stream,
                      void **args) override {
     const auto &kernel = *static_cast<const sim::HostKernel *>(fn.handle);
-    sim::launch(kernel, sim::Dim3{grid.x, grid.y, grid.z}, sim::Dim3{block.x, block.y, block.z}, shared_bytes,
-                args);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Capture *c = recording(stream, "cuLaunchKernel")) {
+        c->nodes.push_back(kernel_node(*c, stream, fn, kernel, grid, block, shared_bytes, args));
+        return;
+      }
+    }
+    run_kernel(kernel, grid, block, shared_bytes, args);
+  }
+
+  // ---- CUDA graphs -----------------------------------------------------------
+  void stream_begin_capture(StreamHandle stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stream == kDefaultStream)
+      throw_capture_error("cuStreamBeginCapture", kErrorCaptureUnsupported,
+                          "cuda:" + std::to_string(index_) +
+                              "'s legacy default stream (0) cannot be captured; expected a stream from "
+                              "stream_create (DeviceBackend::create_stream)");
+    if (!streams_.count(stream))
+      throw_capture_error("cuStreamBeginCapture", kErrorInvalidHandle,
+                          "stream " + std::to_string(stream) + " is not a stream of cuda:" + std::to_string(index_) +
+                              " (expected one of its stream_create handles)");
+    if (captures_.count(stream))
+      throw_capture_error("cuStreamBeginCapture", kErrorIllegalState,
+                          "stream " + std::to_string(stream) + " of cuda:" + std::to_string(index_) +
+                              " is capturing already; expected cuStreamEndCapture first");
+    captures_[stream].thread = std::this_thread::get_id();
+  }
+  GraphHandle stream_end_capture(StreamHandle stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = captures_.find(stream);
+    if (it == captures_.end())
+      throw_capture_error("cuStreamEndCapture", kErrorIllegalState,
+                          "stream " + std::to_string(stream) + " of cuda:" + std::to_string(index_) +
+                              " is not capturing; expected cuStreamBeginCapture first");
+    if (it->second.thread != std::this_thread::get_id())
+      throw_capture_error("cuStreamEndCapture", kErrorCaptureWrongThread,
+                          "the capture of stream " + std::to_string(stream) +
+                              " was begun on another thread (thread-local capture mode); end it there");
+    Capture capture = std::move(it->second);
+    captures_.erase(it);
+    if (!capture.invalidated.empty())
+      throw_capture_error("cuStreamEndCapture", kErrorCaptureInvalidated,
+                          "the capture of stream " + std::to_string(stream) + " of cuda:" + std::to_string(index_) +
+                              " was invalidated by " + capture.invalidated + "; no graph was made");
+    last_handle_ = new_handle();
+    graphs_[last_handle_] = std::make_shared<const GraphNodes>(std::move(capture.nodes));
+    return last_handle_;
+  }
+  GraphExecHandle graph_instantiate(GraphHandle graph) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = graphs_.find(graph);
+    if (it == graphs_.end())
+      throw_capture_error("cuGraphInstantiateWithFlags", kErrorInvalidHandle,
+                          "graph " + std::to_string(graph) + " is not a live graph of cuda:" + std::to_string(index_));
+    last_handle_ = new_handle();
+    execs_[last_handle_] = it->second;
+    return last_handle_;
+  }
+  void graph_launch(GraphExecHandle exec, StreamHandle stream) override {
+    std::shared_ptr<const GraphNodes> nodes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = execs_.find(exec);
+      if (it == execs_.end())
+        throw_capture_error("cuGraphLaunch", kErrorInvalidHandle,
+                            "graph exec " + std::to_string(exec) + " is not a live instantiated graph of cuda:" +
+                                std::to_string(index_) + " (destroyed by CudaGraph::reset?)");
+      if (Capture *c = capture_of(stream))
+        fail_capture(*c, "cuGraphLaunch", stream, kErrorCaptureUnsupported,
+                     "the simulator does not capture a graph launch into another capture");
+      nodes = it->second;
+    }
+    for (const GraphNode &node : *nodes)
+      replay(node);
+  }
+  void graph_exec_destroy(GraphExecHandle exec) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!execs_.erase(exec))
+      throw_capture_error("cuGraphExecDestroy", kErrorInvalidHandle,
+                          "graph exec " + std::to_string(exec) + " is not live (destroyed twice?)");
+  }
+  void graph_destroy(GraphHandle graph) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!graphs_.erase(graph))
+      throw_capture_error("cuGraphDestroy", kErrorInvalidHandle,
+                          "graph " + std::to_string(graph) + " is not live (destroyed twice?)");
   }
 
 private:
+  static void run_kernel(const sim::HostKernel &kernel, Dim3 grid, Dim3 block, size_t shared_bytes, void **args) {
+    sim::launch(kernel, sim::Dim3{grid.x, grid.y, grid.z}, sim::Dim3{block.x, block.y, block.z}, shared_bytes,
+                args);
+  }
+  static void replay(const GraphNode &node) {
+    switch (node.kind) {
+    case GraphNode::Kind::Kernel: {
+      std::vector<void *> args;
+      for (const auto &value : node.args)
+        args.push_back(const_cast<std::max_align_t *>(value.data()));
+      run_kernel(node.kernel, node.grid, node.block, node.shared_bytes, args.data());
+      return;
+    }
+    case GraphNode::Kind::Copy: std::memmove(node.dst, node.src, node.nbytes); return;
+    case GraphNode::Kind::Set: std::memset(node.dst, node.value, node.nbytes); return;
+    }
+  }
+
+  /// [p, p + nbytes) lies inside one host_allocate block (mu_ held).
+  bool is_pinned(const void *p, size_t nbytes) const {
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    auto it = pinned_.upper_bound(address);
+    if (it == pinned_.begin())
+      return false;
+    --it;
+    return address + nbytes <= it->first + it->second;
+  }
+  /// The capture in progress on `stream`, or null (mu_ held).
+  Capture *capture_of(StreamHandle stream) {
+    auto it = captures_.find(stream);
+    return it == captures_.end() ? nullptr : &it->second;
+  }
+  /// The capture that records `api`'s call on `stream`, or null when the
+  /// stream is not capturing; throws when the capture was invalidated.
+  Capture *recording(StreamHandle stream, const char *api) {
+    Capture *c = capture_of(stream);
+    if (c && !c->invalidated.empty())
+      throw_capture_error(api, kErrorCaptureInvalidated,
+                          "stream " + std::to_string(stream) + " of cuda:" + std::to_string(index_) +
+                              " is capturing and its capture was invalidated by " + c->invalidated +
+                              "; expected cuStreamEndCapture (CudaGraph::capture_end) next");
+    return c;
+  }
+  /// Invalidates `c` with this call as the reason and throws it.
+  [[noreturn]] void fail_capture(Capture &c, const char *api, StreamHandle stream, int code, const std::string &why) {
+    const std::string what = std::string(api) + " on stream " + std::to_string(stream) + " of cuda:" +
+                             std::to_string(index_) + " during its capture: " + why;
+    if (c.invalidated.empty())
+      c.invalidated = what;
+    throw_capture_error(api, code, what + "; the capture is invalidated");
+  }
+  /// A kernel launch as a graph node: each argument's value copied by the
+  /// kernel's parameter sizes.
+  GraphNode kernel_node(Capture &c, StreamHandle stream, const KernelFunction &fn, const sim::HostKernel &kernel,
+                        Dim3 grid, Dim3 block, size_t shared_bytes, void **args) {
+    if (!kernel.arg_sizes)
+      fail_capture(c, "cuLaunchKernel", stream, kErrorCaptureUnsupported,
+                   "kernel " + kernel.name + "'s library has no parameter sizes (built by an older simulator)");
+    std::vector<unsigned long> sizes(kernel.arg_sizes(nullptr));
+    kernel.arg_sizes(sizes.data());
+    GraphNode node;
+    node.kind = GraphNode::Kind::Kernel;
+    node.kernel = kernel;
+    node.module = fn.module;
+    node.grid = grid;
+    node.block = block;
+    node.shared_bytes = shared_bytes;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<std::max_align_t> value((sizes[i] + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
+      std::memcpy(value.data(), args[i], sizes[i]);
+      node.args.push_back(std::move(value));
+    }
+    return node;
+  }
+
   int index_;
   size_t capacity_;
   std::mutex mu_;
   size_t used_ = 0;
   std::map<void *, size_t> sizes_;
   std::map<EventHandle, double> event_times_;
-  uintptr_t last_handle_ = 0;
+  uintptr_t last_handle_ = 0; ///< the newest handle this device made
+  std::map<uintptr_t, size_t> pinned_;                              ///< host_allocate blocks: address -> bytes
+  std::set<StreamHandle> streams_;                                  ///< from stream_create, not destroyed
+  std::map<StreamHandle, Capture> captures_;                        ///< captures in progress
+  std::map<GraphHandle, std::shared_ptr<const GraphNodes>> graphs_; ///< captured graphs
+  std::map<GraphExecHandle, std::shared_ptr<const GraphNodes>> execs_; ///< instantiated graphs
 };
 
 } // namespace

@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <list>
 #include <thread>
 
 #include "CollectiveArgs.h"
 #include "NcclTypes.h"
 #include "kiln/runtime/DeviceBackend.h"
+#include "kiln/runtime/cuda/CachingHostAllocator.h"
 #include "kiln/runtime/cuda/Availability.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
 #include "kiln/runtime/cuda/CurrentStream.h"
@@ -107,10 +109,43 @@ std::string work_text(const char *op, int64_t sequence, DType t, size_t n, int r
          std::to_string(device) + ")";
 }
 
+/// What a collective is, compared across ranks in fingerprint mode (as the
+/// Gloo group's): int64s, so NCCL all-gathers them as ncclInt64.
+struct Fingerprint {
+  int64_t sequence, op, dtype, numel, root;
+  bool operator==(const Fingerprint &o) const {
+    return sequence == o.sequence && op == o.op && dtype == o.dtype && numel == o.numel && root == o.root;
+  }
+};
+constexpr const char *kOpNames[] = {"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"};
+
+int64_t op_code(const char *op) {
+  for (size_t i = 0; i < std::size(kOpNames); ++i)
+    if (std::strcmp(op, kOpNames[i]) == 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
+std::string fingerprint_text(const Fingerprint &f) {
+  const bool known = f.op >= 0 && f.op < static_cast<int64_t>(std::size(kOpNames));
+  std::string s = std::string(known ? kOpNames[f.op] : "unknown collective") + " #" + std::to_string(f.sequence);
+  const bool has_dtype = f.dtype >= 0 && f.dtype <= static_cast<int64_t>(DType::Bool);
+  if (known && std::strcmp(kOpNames[f.op], "barrier") != 0)
+    s += " (" + std::string(has_dtype ? dtype_name(static_cast<DType>(f.dtype)) : "?") + ", " +
+         std::to_string(f.numel) + " elements" + (f.root >= 0 ? ", root " + std::to_string(f.root) : std::string()) +
+         ")";
+  return s;
+}
+
+bool debug_detail() {
+  const char *v = std::getenv("KILN_DISTRIBUTED_DEBUG");
+  return v && std::strcmp(v, "DETAIL") == 0;
+}
+
 class NcclProcessGroup final : public ProcessGroup {
 public:
   NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size, const NcclOptions &options)
       : ProcessGroup(rank, size), options_(options), store_(std::move(store)) {
+    options_.check_fingerprints = options.check_fingerprints || debug_detail();
     const std::string who = "init_process_group (nccl): rank " + std::to_string(rank) + " of " + std::to_string(size);
     if (size < 1 || rank < 0 || rank >= size)
       throw DistributedError(Kind::Invalid, "init_process_group: rank " + std::to_string(rank) +
@@ -157,9 +192,12 @@ public:
     const size_t n = checked_numel(t, "broadcast");
     check_root("broadcast", root, size());
     const auto type = nccl::data_type(t.dtype);
-    return launch("broadcast", t.dtype, n, {t.buffer}, [&](cuda::CUstream s, std::vector<std::shared_ptr<Buffer>> &) {
-      return n == 0 ? cuda::ncclSuccess : nccl_->ncclBroadcast(t.data(), t.data(), n, type, root, comm_, s);
-    });
+    return launch(
+        "broadcast", t.dtype, n, {t.buffer},
+        [&](cuda::CUstream s, std::vector<std::shared_ptr<Buffer>> &) {
+          return n == 0 ? cuda::ncclSuccess : nccl_->ncclBroadcast(t.data(), t.data(), n, type, root, comm_, s);
+        },
+        root);
   }
 
   /// NCCL gathers into one buffer: a flat scratch of size() * n elements
@@ -292,13 +330,16 @@ private:
   /// watchdog. An argument NCCL rejects throws Invalid; any other NCCL
   /// failure breaks the group (PeerLost).
   std::shared_ptr<Work> launch(const char *op, DType t, size_t n, std::vector<std::shared_ptr<Buffer>> keep,
-                               const Enqueue &enqueue) {
+                               const Enqueue &enqueue, int root = -1) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string what = work_text(op, next_sequence_++, t, n, rank(), size(), device_);
+    const int64_t sequence = next_sequence_++;
+    const std::string what = work_text(op, sequence, t, n, rank(), size(), device_);
     if (!broken_.empty())
       throw DistributedError(Kind::PeerLost, what + ": the process group is broken by an earlier failure: " + broken_);
     api_->set_current();
     const cuda::StreamHandle stream = cuda::current_stream(device_);
+    if (options_.check_fingerprints)
+      check_fingerprint(what, {sequence, op_code(op), static_cast<int64_t>(t), static_cast<int64_t>(n), root}, stream);
     auto work = std::make_shared<Work>(what, options_.timeout);
     work->mark_started();
     const cuda::ncclResult_t r = enqueue(reinterpret_cast<cuda::CUstream>(stream), keep);
@@ -317,6 +358,61 @@ private:
     in_flight_.push_back(std::move(f));
     cv_.notify_all();
     return work;
+  }
+
+  /// Fingerprint mode (mu_ held): every rank's fingerprint of this
+  /// collective, all-gathered on `stream` through device scratch into a
+  /// pinned host block, waited for up to the timeout; throws Mismatch naming
+  /// the first rank whose collective differs from rank 0's (and breaks the
+  /// group, as Gloo's), Timeout (aborting the communicator) when a peer
+  /// never joins the exchange.
+  void check_fingerprint(const std::string &what, const Fingerprint &mine, cuda::StreamHandle stream) {
+    constexpr size_t kBytes = sizeof(Fingerprint), kInts = kBytes / sizeof(int64_t);
+    const size_t all_bytes = kBytes * static_cast<size_t>(size());
+    auto device_buffer = scratch(kBytes + all_bytes); // [mine | everyone's]
+    char *gathered = static_cast<char *>(device_buffer->data()) + kBytes;
+    cuda::CachingHostAllocator *pinned = cuda::pinned_allocator();
+    auto *host = static_cast<Fingerprint *>(pinned->allocate(kBytes + all_bytes)); // [mine | everyone's]
+    host[0] = mine;
+    api_->memcpy_async(device_buffer->data(), host, kBytes, cuda::CopyKind::HostToDevice, stream);
+    const cuda::ncclResult_t r =
+        nccl_->ncclAllGather(device_buffer->data(), gathered, kInts, nccl::kInt64, comm_, reinterpret_cast<cuda::CUstream>(stream));
+    if (r != cuda::ncclSuccess && r != nccl::kInProgress) {
+      const std::string message = what + ": the fingerprint exchange (KILN_DISTRIBUTED_DEBUG=DETAIL) failed: " +
+                                  nccl_error(*nccl_, r);
+      fail_all(nullptr, Kind::PeerLost, message);
+      throw DistributedError(Kind::PeerLost, message);
+    }
+    api_->memcpy_async(host + 1, gathered, all_bytes, cuda::CopyKind::DeviceToHost, stream);
+    const cuda::EventHandle done = api_->event_create();
+    api_->event_record(done, stream);
+    const auto deadline = Clock::now() + options_.timeout;
+    while (!api_->event_query(done)) {
+      if (Clock::now() > deadline) {
+        api_->event_destroy(done);
+        const std::string message =
+            what + ": the fingerprint exchange (KILN_DISTRIBUTED_DEBUG=DETAIL) did not complete within the group's "
+                   "timeout of " + std::to_string(options_.timeout.count()) +
+            " ms (a peer rank is stuck or makes fewer collectives); the communicator was aborted (ncclCommAbort)";
+        fail_all(nullptr, Kind::Timeout, message); // the host block stays allocated: the copy may still land
+        throw DistributedError(Kind::Timeout, message);
+      }
+      std::this_thread::sleep_for(kWatchdogPoll);
+    }
+    api_->event_destroy(done);
+    std::vector<Fingerprint> all(host + 1, host + 1 + size());
+    pinned->deallocate(host, kBytes + all_bytes);
+    for (size_t q = 1; q < all.size(); ++q)
+      if (!(all[q] == all[0])) {
+        broken_ = "collective desync (KILN_DISTRIBUTED_DEBUG=DETAIL): rank 0 runs " + fingerprint_text(all[0]) +
+                  " but rank " + std::to_string(q) + " runs " + fingerprint_text(all[q]) +
+                  "; every rank must make the same collectives in the same order";
+        throw DistributedError(Kind::Mismatch, broken_);
+      }
+    if (!(all[static_cast<size_t>(rank())] == mine))
+      throw DistributedError(Kind::Protocol, what + ": the fingerprint exchange returned " +
+                                                 fingerprint_text(all[static_cast<size_t>(rank())]) +
+                                                 " for this rank, expected " + fingerprint_text(mine));
   }
 
   /// The watchdog: polls while collectives are in flight, sleeps otherwise;

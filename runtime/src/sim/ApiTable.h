@@ -67,6 +67,9 @@ inline constexpr const char *kApiSymbol = "kiln_sim_api";
 /// Each kernel `name` gets an entry `kiln_sim_entry_<name>(void **args)`
 /// that calls it with cuLaunchKernel's argument convention.
 inline constexpr const char *kEntryPrefix = "kiln_sim_entry_";
+/// kiln_sim_argsizes_<kernel>(unsigned long *out): the parameter count, and
+/// each parameter's size in out[i] when out is not null.
+inline constexpr const char *kArgSizesPrefix = "kiln_sim_argsizes_";
 /// Touches the library's thread-local storage so dlinfo can find it.
 inline constexpr const char *kTlsTouchSymbol = "kiln_sim_tls_touch";
 

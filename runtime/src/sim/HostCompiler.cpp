@@ -336,7 +336,11 @@ HostModule::HostModule(std::string key, void *handle, std::vector<std::string> n
 
 HostKernel HostModule::kernel(const std::string &name) const {
   for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return HostKernel{this, name, entries_[i]};
+    if (names_[i] == name) {
+      auto *sizes = reinterpret_cast<unsigned long (*)(unsigned long *)>(
+          dlsym(handle_, (detail::kArgSizesPrefix + name).c_str()));
+      return HostKernel{this, name, entries_[i], sizes};
+    }
   throw std::invalid_argument("cuda-sim: no kernel '" + name + "' in the module; it has " + join_names(names_));
 }
 

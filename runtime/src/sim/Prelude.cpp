@@ -89,6 +89,15 @@ template <class... A>
 static inline void kiln_sim_invoke(void (*f)(A...), void **args) {
   kiln_sim_invoke(f, args, std::index_sequence_for<A...>{});
 }
+// The size of each parameter (what cuLaunchKernel reads from the CUBIN's
+// metadata): a captured launch copies its argument values by these sizes.
+template <class... A>
+static inline unsigned long kiln_sim_arg_sizes(void (*)(A...), unsigned long *out) {
+  const unsigned long sizes[] = {sizeof(typename std::remove_reference<A>::type)..., 0ul};
+  if (out)
+    for (unsigned long i = 0; i < sizeof...(A); ++i) out[i] = sizes[i];
+  return sizeof...(A);
+}
 )PRE";
 
 /// Atomics: __atomic builtins (blocks run on several OS threads), each a

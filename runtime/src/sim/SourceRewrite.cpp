@@ -45,6 +45,9 @@ std::string rewrite_for_host(const std::string &source, const std::vector<std::s
   for (const std::string &k : kernels)
     out += "extern \"C\" void " + std::string(kEntryPrefix) + k + "(void **args) { kiln_sim_invoke(&" + k +
            ", args); }\n";
+  for (const std::string &k : kernels)
+    out += "extern \"C\" unsigned long " + std::string(kArgSizesPrefix) + k +
+           "(unsigned long *out) { return kiln_sim_arg_sizes(&" + k + ", out); }\n";
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include "kiln/export.h"
 #include "kiln/kiln.h"
 #include "kiln/lr_scheduler.h"
 #include "kiln/serialize.h"
@@ -230,6 +231,28 @@ void digits_seeds(const fs::path &digits_gz) {
 
 } // namespace
 
+/// Exported models (kiln::export_compiled): a Linear(4, 3) and a tiny
+/// Linear-ReLU-Linear, as the file on disk (mode byte 0) and with the
+/// checksum fixed by the target (mode byte 1), plus truncated and foreign files.
+void artifact_seeds() {
+  kiln::manual_seed(0);
+  const fs::path tmp = fs::temp_directory_path() / "kiln-artifact-seed.kiln";
+  auto linear = std::make_shared<kiln::nn::Linear>(4, 3);
+  kiln::export_compiled(linear, {kiln::randn({2, 4})}, tmp.string());
+  const std::string one = read(tmp);
+  auto mlp = std::make_shared<kiln::nn::Sequential>(std::initializer_list<std::shared_ptr<kiln::nn::Module>>{
+      std::make_shared<kiln::nn::Linear>(4, 8), std::make_shared<kiln::nn::ReLU>(), std::make_shared<kiln::nn::Linear>(8, 2)});
+  kiln::export_compiled(mlp, {kiln::randn({3, 4})}, tmp.string());
+  const std::string two = read(tmp);
+  fs::remove(tmp);
+  write("artifact", "linear.bin", std::string(1, '\0') + one);
+  write("artifact", "linear-fixed.bin", std::string(1, '\1') + one);
+  write("artifact", "mlp-fixed.bin", std::string(1, '\1') + two);
+  write("artifact", "truncated.bin", std::string(1, '\0') + one.substr(0, one.size() / 2));
+  write("artifact", "magic-only.bin", std::string(1, '\0') + one.substr(0, 8));
+  write("artifact", "empty.bin", std::string(1, '\1'));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     std::cerr << "usage: " << argv[0] << " <corpus root (tests/fuzz/corpus)>\n";
@@ -242,6 +265,7 @@ int main(int argc, char **argv) {
   kernel_cache_seeds();
   dialect_seeds(source / "tests/lit");
   digits_seeds(source / "data/digits.csv.gz");
+  artifact_seeds();
   std::cout << "seeds written under " << g_root << "\n";
   return 0;
 }

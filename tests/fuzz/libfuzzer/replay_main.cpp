@@ -23,6 +23,7 @@ int kiln_fuzz_checkpoint(const uint8_t *data, size_t size);
 int kiln_fuzz_kernel_cache(const uint8_t *data, size_t size);
 int kiln_fuzz_kiln_dialect(const uint8_t *data, size_t size);
 int kiln_fuzz_digits(const uint8_t *data, size_t size);
+int kiln_fuzz_artifact(const uint8_t *data, size_t size);
 }
 
 namespace {
@@ -38,7 +39,8 @@ constexpr Target kTargets[] = {{"safetensors", kiln_fuzz_safetensors},
                                {"checkpoint", kiln_fuzz_checkpoint},
                                {"kernel_cache", kiln_fuzz_kernel_cache},
                                {"kiln_dialect", kiln_fuzz_kiln_dialect},
-                               {"digits", kiln_fuzz_digits}};
+                               {"digits", kiln_fuzz_digits},
+                               {"artifact", kiln_fuzz_artifact}};
 
 std::string read_file(const fs::path &path) {
   std::ifstream in(path, std::ios::binary);

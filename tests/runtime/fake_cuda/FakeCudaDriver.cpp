@@ -13,12 +13,15 @@
 // and a launch is recorded, not run (kiln_fake_cuda_last_launch).
 // Built twice: normally it exports cuGetProcAddress_v2 (a CUDA 12+ driver);
 // with KILN_FAKE_CUDA_PRE_12 only cuGetProcAddress and cuInit (CUDA 11).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 
 namespace {
 
@@ -60,6 +63,17 @@ size_t allocated = 0;
 std::atomic<uintptr_t> next_handle{0x1000};
 thread_local void *current_context = nullptr;
 char context_object, module_object, function_object;
+std::string call_log;                    // "name(args)\n" per call since the last reset
+std::map<uintptr_t, bool> capturing;     // stream -> capture still valid
+void log_call(const std::string &call) {
+  call_log += call;
+  call_log += '\n';
+}
+std::string hex(uintptr_t v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(v));
+  return text;
+}
 
 size_t memory_bytes() {
   const char *v = std::getenv("KILN_FAKE_CUDA_MEMORY");
@@ -169,11 +183,76 @@ struct Launch {
 };
 Launch last_launch{};
 int fake_launch(void *, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                void *, void **params, void **) {
+                void *stream, void **params, void **) {
   std::lock_guard<std::mutex> lock(mu);
+  log_call("cuLaunchKernel(" + hex(reinterpret_cast<uintptr_t>(stream)) + ")");
+  if (capturing.count(reinterpret_cast<uintptr_t>(stream))) return kSuccess; // recorded, not "run"
   last_launch = Launch{{gx, gy, gz}, {bx, by, bz}, shared, params && params[2] ? *static_cast<int *>(params[2]) : -1,
                        last_launch.count + 1};
   return kSuccess;
+}
+
+// ---- stream capture: recorded calls, capture state per stream --------------
+constexpr int kCaptureUnsupported = 900; // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kCaptureInvalidated = 901; // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+constexpr int kIllegalState = 401;       // CUDA_ERROR_ILLEGAL_STATE
+int fake_begin_capture(uintptr_t stream, int mode) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuStreamBeginCapture(" + hex(stream) + ", mode=" + std::to_string(mode) + ")");
+  if (stream == 0 || capturing.count(stream)) return stream == 0 ? kCaptureUnsupported : kIllegalState;
+  capturing[stream] = true;
+  return kSuccess;
+}
+int fake_end_capture(uintptr_t stream, uintptr_t *graph) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuStreamEndCapture(" + hex(stream) + ")");
+  auto it = capturing.find(stream);
+  if (it == capturing.end()) return kIllegalState;
+  const bool valid = it->second;
+  capturing.erase(it);
+  if (!valid) return kCaptureInvalidated;
+  *graph = next_handle++;
+  return kSuccess;
+}
+int fake_instantiate(uintptr_t *exec, uintptr_t graph, unsigned long long flags) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuGraphInstantiateWithFlags(" + hex(graph) + ", flags=" + std::to_string(flags) + ")");
+  *exec = next_handle++;
+  return kSuccess;
+}
+int fake_graph_launch(uintptr_t exec, uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuGraphLaunch(" + hex(exec) + ", " + hex(stream) + ")");
+  return kSuccess;
+}
+int fake_graph_exec_destroy(uintptr_t exec) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuGraphExecDestroy(" + hex(exec) + ")");
+  return kSuccess;
+}
+int fake_graph_destroy(uintptr_t graph) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuGraphDestroy(" + hex(graph) + ")");
+  return kSuccess;
+}
+/// A capturing stream cannot be synchronized: the capture is invalidated.
+int fake_stream_synchronize(uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call("cuStreamSynchronize(" + hex(stream) + ")");
+  auto it = capturing.find(stream);
+  if (it == capturing.end()) return kSuccess;
+  it->second = false;
+  return kCaptureUnsupported;
+}
+/// Copies on a capturing stream are recorded (logged), not run.
+bool captured_call(const std::string &name, uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mu);
+  log_call(name + "(" + hex(stream) + ")");
+  return capturing.count(stream) > 0;
+}
+int fake_copy_logged(void *dst, const void *src, size_t bytes, void *stream) {
+  if (captured_call("cuMemcpyAsync", reinterpret_cast<uintptr_t>(stream))) return kSuccess;
+  return fake_copy(dst, src, bytes, stream);
 }
 
 struct Entry {
@@ -188,16 +267,19 @@ const Entry kDeviceEntries[] = {
     {"cuCtxSetCurrent", fn(&fake_set_current)},     {"cuCtxGetCurrent", fn(&fake_get_current)},
     {"cuMemAlloc", fn(&fake_mem_alloc)},            {"cuMemFree", fn(&fake_mem_free)},
     {"cuMemGetInfo", fn(&fake_mem_get_info)},       {"cuMemAllocHost", fn(&fake_host_alloc)},
-    {"cuMemFreeHost", fn(&fake_host_free)},         {"cuMemcpyHtoDAsync", fn(&fake_copy)},
-    {"cuMemcpyDtoHAsync", fn(&fake_copy)},          {"cuMemcpyDtoDAsync", fn(&fake_copy)},
+    {"cuMemFreeHost", fn(&fake_host_free)},         {"cuMemcpyHtoDAsync", fn(&fake_copy_logged)},
+    {"cuMemcpyDtoHAsync", fn(&fake_copy_logged)},   {"cuMemcpyDtoDAsync", fn(&fake_copy_logged)},
     {"cuMemsetD8Async", fn(&fake_memset)},          {"cuStreamCreate", fn(&fake_new_handle)},
-    {"cuStreamDestroy", fn(&fake_handle_op)},       {"cuStreamSynchronize", fn(&fake_handle_op)},
+    {"cuStreamDestroy", fn(&fake_handle_op)},       {"cuStreamSynchronize", fn(&fake_stream_synchronize)},
     {"cuStreamWaitEvent", fn(&fake_wait_event)},    {"cuEventCreate", fn(&fake_new_handle)},
     {"cuEventDestroy", fn(&fake_handle_op)},        {"cuEventRecord", fn(&fake_handle_pair)},
     {"cuEventSynchronize", fn(&fake_handle_op)},    {"cuEventQuery", fn(&fake_handle_op)},
     {"cuEventElapsedTime", fn(&fake_elapsed)},      {"cuModuleLoadData", fn(&fake_module_load)},
     {"cuModuleUnload", fn(&fake_module_unload)},    {"cuModuleGetFunction", fn(&fake_get_function)},
     {"cuFuncSetAttribute", fn(&fake_func_set_attribute)}, {"cuLaunchKernel", fn(&fake_launch)},
+    {"cuStreamBeginCapture", fn(&fake_begin_capture)},   {"cuStreamEndCapture", fn(&fake_end_capture)},
+    {"cuGraphInstantiateWithFlags", fn(&fake_instantiate)}, {"cuGraphLaunch", fn(&fake_graph_launch)},
+    {"cuGraphExecDestroy", fn(&fake_graph_exec_destroy)}, {"cuGraphDestroy", fn(&fake_graph_destroy)},
 };
 
 void *entry_point(const char *symbol) {
@@ -224,6 +306,21 @@ extern "C" void kiln_fake_cuda_last_launch(long long *out) {
   const long long v[] = {l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes,
                          l.third_parameter, l.count};
   std::memcpy(out, v, sizeof(v));
+}
+/// For the tests: the calls logged since the last call of this function
+/// (stream capture, graphs, launches, copies, stream synchronizes), one
+/// "name(arguments)" per line, copied into `out` (NUL-terminated, cut at
+/// `capacity`); returns the log's full length. Clears the log.
+extern "C" size_t kiln_fake_cuda_take_calls(char *out, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu);
+  const size_t n = call_log.size();
+  if (out && capacity > 0) {
+    const size_t m = std::min(n, capacity - 1);
+    std::memcpy(out, call_log.data(), m);
+    out[m] = '\0';
+  }
+  call_log.clear();
+  return n;
 }
 /// For the tests: bytes of device memory allocated now.
 extern "C" size_t kiln_fake_cuda_allocated() {

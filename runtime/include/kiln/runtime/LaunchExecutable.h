@@ -140,6 +140,9 @@ public:
 
   struct Launch;   // defined in LaunchInternal.h
   struct RunState; // one run's values and buffers (LaunchRun.cpp)
+  /// Encodes an executable as data and rebuilds it (the export artifact's
+  /// launch list, runtime/src/artifact/LaunchCodec.cpp).
+  friend struct LaunchCodec;
 
 private:
   LaunchExecutable() = default;
@@ -264,6 +267,10 @@ public:
   /// directly when the backend is host accessible, else through a copy
   /// (which waits for the stream).
   void addIndexCheck(int status, IndexCheck check);
+  /// The symbol of the last kernel added in its kernel library (fusions
+  /// whose kernels print alike share one), when it differs from the launch
+  /// name: what an exported artifact links the launch to (kiln::export_compiled).
+  void setKernelSymbol(std::string symbol);
   /// A constant known when the executable is built: a contiguous tensor of
   /// `type` whose bytes are `data` (nbytes(type) of them, copied). Used for
   /// the runtime scalars of shape-generic kernels (e.g. a mean's 1/N when N

@@ -62,9 +62,26 @@ struct CudaMemoryStats {
   int64_t num_device_alloc = 0;     ///< successful raw_allocate calls
   int64_t num_device_free = 0;      ///< raw_free calls
   int64_t num_sync_all_streams = 0; ///< times every pending event was waited for (cache release)
+  /// Bytes of segments held by CUDA graph pools (included in reserved_bytes;
+  /// empty_cache does not return them: the graphs' replays use them).
+  Stat graph_pool_reserved_bytes;
+  /// Bytes of allocated blocks of CUDA graph pools (included in allocated_bytes).
+  Stat graph_pool_allocated_bytes;
 
   /// Sets every peak to its current value.
   void reset_peak();
+};
+
+/// A CUDA graph memory pool's id (PyTorch's MempoolId_t, what
+/// torch.cuda.graph_pool_handle() returns); 0 is never an id.
+using GraphPoolId = uint64_t;
+
+/// What one graph pool holds (CachingAllocator::graph_pool_stats).
+struct GraphPoolStats {
+  int use_count = 0;           ///< captures into it not yet released (0: the pool is gone or never used)
+  size_t segments = 0;         ///< segments it holds from the device
+  int64_t reserved_bytes = 0;  ///< bytes of those segments
+  int64_t allocated_bytes = 0; ///< bytes of its allocated blocks
 };
 
 /// One block of a segment in a snapshot (PyTorch's BlockInfo).

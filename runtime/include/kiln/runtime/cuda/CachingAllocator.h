@@ -27,7 +27,21 @@
 //   split is returned to the device) and the allocation is retried once
 //   (num_alloc_retries); if that fails too, OutOfMemoryError.
 // - empty_cache() releases the cache the same way.
-// Differences from PyTorch: one mutex (not recursive); no CUDA graph pools,
+// - CUDA graph pools (PyTorch's private pools, CudaGraph.h): between
+//   begin_allocate_to_pool(pool, stream) and end_allocate_to_pool(stream),
+//   every malloc on `stream` is served from the pool's own segments
+//   (best fit, split and merge as above, per stream), never from the
+//   device's pools and never returned by empty_cache, so a captured graph
+//   finds its memory untouched at each replay. A block of a pool freed
+//   after the capture goes back to that pool (a later capture into the
+//   same pool reuses it: one pool shared by several graphs). When the last
+//   capture into a pool is released (release_pool), its free segments go
+//   back to the device, and the rest as their blocks are freed. While any
+//   stream allocates to a pool (a capture), the allocator neither queries
+//   nor synchronizes events nor returns memory to the device (cuMemFree
+//   is illegal then): empty_cache does nothing, and a full device is an
+//   OutOfMemoryError at once, without the release-and-retry.
+// Differences from PyTorch: one mutex (not recursive); no
 // expandable segments, garbage-collection threshold, memory fraction,
 // history recording or IPC; the retry does not first free only the
 // oversize blocks it needs (release_available_cached_blocks); 0 bytes gives
@@ -91,6 +105,25 @@ public:
   void reset_peak_memory_stats();
   /// Every segment and its blocks, by address (torch.cuda.memory_snapshot).
   std::vector<SegmentInfo> snapshot() const;
+  // ---- CUDA graph pools (CudaGraph.h uses these; PyTorch's
+  // graph_pool_handle, beginAllocateToPool, endAllocateToPool, releasePool)
+  /// A new pool id; the pool itself is made by the first
+  /// begin_allocate_to_pool with it.
+  GraphPoolId new_graph_pool();
+  /// From now on mallocs on `stream` come from pool `pool` (made when it is
+  /// not live) and the pool's use count goes up by one. Throws
+  /// std::invalid_argument for pool 0 or a stream already allocating to a pool.
+  void begin_allocate_to_pool(GraphPoolId pool, StreamHandle stream);
+  /// Mallocs on `stream` come from the device's pools again. Throws
+  /// std::invalid_argument when the stream is not allocating to a pool.
+  void end_allocate_to_pool(StreamHandle stream);
+  /// The pool's use count goes down by one; at 0 its free segments are
+  /// returned to the device now and its other segments when their blocks
+  /// are freed. Throws std::invalid_argument for a pool that is not live.
+  void release_pool(GraphPoolId pool);
+  /// What pool `pool` holds now (zeros for a pool that is not live).
+  GraphPoolStats graph_pool_stats(GraphPoolId pool) const;
+
   /// The options in force.
   const AllocatorOptions &options() const { return options_; }
 

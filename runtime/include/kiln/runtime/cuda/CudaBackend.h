@@ -39,6 +39,14 @@ DeviceApi *device_api(int index);
 /// default stream). Throws std::invalid_argument for another backend's stream.
 StreamHandle stream_handle(Stream &stream);
 
+/// A Stream of the registered CUDA backend over the raw stream `stream` of
+/// device `device` (not owned: destroying it leaves the stream alone), e.g.
+/// the thread's current stream (CurrentStream.h), so backend work (GEMM,
+/// copies) can be enqueued where the eager kernels go. Throws
+/// std::runtime_error when the registered CUDA backend is not a CudaBackend,
+/// std::out_of_range for a device it does not have.
+std::unique_ptr<Stream> borrowed_stream(int device, StreamHandle stream);
+
 /// The pinned host allocator of the registered CUDA backend (pin_memory()),
 /// or null when there is none.
 CachingHostAllocator *pinned_allocator();

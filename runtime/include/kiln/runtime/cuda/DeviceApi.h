@@ -17,12 +17,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kiln/runtime/cuda/DeviceMemory.h"
 
 namespace kiln::runtime::cuda {
+
+/// A captured graph (a CUgraph cast to an integer); 0 is never valid.
+using GraphHandle = uintptr_t;
+/// An instantiated, launchable graph (a CUgraphExec cast to an integer);
+/// 0 is never valid.
+using GraphExecHandle = uintptr_t;
 
 /// A launch's grid or block extent (CUDA's dim3).
 struct Dim3 {
@@ -99,6 +106,54 @@ public:
   /// also for a kernel that fails its checks, naming kernel, block, thread).
   virtual void launch_kernel(const KernelFunction &fn, Dim3 grid, Dim3 block, size_t shared_bytes,
                              StreamHandle stream, void **args) = 0;
+
+  // ---- CUDA graphs: stream capture (CudaGraph.h is the user of these) ------
+  // CUDA's semantics, on the simulator too: while `stream` is capturing,
+  // launch_kernel, memcpy_async and memset_async on it are recorded into a
+  // graph, not run (their arguments are copied at the call; the memory they
+  // name is read and written when the graph is launched). A synchronize of
+  // the capturing stream, a copy from or to pageable (not pinned) host
+  // memory on it, or another call the capture cannot record, throws
+  // CudaError (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the
+  // capture: every later call on the stream and stream_end_capture throw
+  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED naming the first failure. Work
+  // on other streams runs as usual. Devices without graphs (test doubles)
+  // keep these defaults, which throw std::runtime_error naming the call.
+
+  /// Starts capturing `stream` (cuStreamBeginCapture_v2 in
+  /// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). The legacy default stream cannot
+  /// be captured (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); a stream already
+  /// capturing is CUDA_ERROR_ILLEGAL_STATE.
+  virtual void stream_begin_capture(StreamHandle stream) { unsupported("stream_begin_capture", stream); }
+  /// Ends the capture begun on `stream` on this thread and returns the
+  /// graph (cuStreamEndCapture). Throws CudaError when the capture was
+  /// invalidated (with the reason), when none is in progress, or from
+  /// another thread (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); the capture
+  /// has ended either way.
+  virtual GraphHandle stream_end_capture(StreamHandle stream) {
+    unsupported("stream_end_capture", stream);
+    return 0;
+  }
+  /// A launchable copy of `graph` (cuGraphInstantiateWithFlags, flags 0);
+  /// the graph may be destroyed afterwards.
+  virtual GraphExecHandle graph_instantiate(GraphHandle) {
+    unsupported("graph_instantiate", kDefaultStream);
+    return 0;
+  }
+  /// Enqueues one run of the whole graph on `stream`, in capture order
+  /// (cuGraphLaunch); the kernels read the buffers' contents at that point.
+  virtual void graph_launch(GraphExecHandle, StreamHandle stream) { unsupported("graph_launch", stream); }
+  /// cuGraphExecDestroy (a launch already enqueued still runs).
+  virtual void graph_exec_destroy(GraphExecHandle) { unsupported("graph_exec_destroy", kDefaultStream); }
+  /// cuGraphDestroy.
+  virtual void graph_destroy(GraphHandle) { unsupported("graph_destroy", kDefaultStream); }
+
+private:
+  [[noreturn]] void unsupported(const char *call, StreamHandle stream) const {
+    throw std::runtime_error(std::string("DeviceApi::") + call + " (stream " + std::to_string(stream) + ") on " +
+                             properties().name + ": this device does not support CUDA graphs (stream capture); "
+                             "expected the driver's or the simulator's device");
+  }
 };
 
 } // namespace kiln::runtime::cuda

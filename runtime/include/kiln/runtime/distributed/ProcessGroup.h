@@ -161,6 +161,15 @@ struct NcclOptions {
   /// The CUDA device of this rank's communicator; -1: rank % device count
   /// (one process per GPU, torchrun's LOCAL_RANK convention on one node).
   int device = -1;
+  /// Before each collective the ranks all-gather its fingerprint (op,
+  /// dtype, elements, root, sequence number) through a small buffer on the
+  /// device (NCCL reduces device memory only) and compare them: the first
+  /// desync throws DistributedError Mismatch on every rank instead of
+  /// hanging, an exchange past the timeout Timeout. Also on one rank (the
+  /// one-GPU device script exercises it). Each collective then waits for
+  /// that exchange on the host: a debug mode (KILN_DISTRIBUTED_DEBUG=DETAIL
+  /// turns it on).
+  bool check_fingerprints = false;
 };
 
 /// NCCL's GPU collectives (c10d's ProcessGroupNCCL; NCCL 2 user guide,

@@ -27,6 +27,11 @@ struct HostKernel {
   /// kiln_sim_entry_<name>(void **args): calls the kernel with
   /// cuLaunchKernel's argument convention (args[i] points at parameter i).
   void (*entry)(void **args) = nullptr;
+  /// kiln_sim_argsizes_<name>(out): the kernel's parameter count, and each
+  /// parameter's size in bytes in out[i] when `out` is not null (what
+  /// cuLaunchKernel knows from a CUBIN; a captured launch copies its
+  /// argument values by these sizes). Null for a library built before it.
+  unsigned long (*arg_sizes)(unsigned long *out) = nullptr;
 };
 
 /// A kernel library: the host-compiled source, loaded. Thread-safe.

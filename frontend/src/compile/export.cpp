@@ -1,0 +1,170 @@
+// compile/export.cpp - kiln::export_compiled (kiln/export.h): trace and
+// compile the eval forward as kiln::compile does, then write the artifact
+// (runtime/src/artifact/FORMAT.md) from the executable, the kernel cache's
+// object and the captured tensors.
+#include "kiln/export.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unistd.h>
+
+#include "compile/artifact.h"
+#include "kiln/codegen/KernelObject.h"
+#include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/LaunchExecutable.h"
+#include "kiln/serialize.h"
+#include "serialize/atomic_file.h"
+
+namespace kiln {
+namespace {
+
+/// Restores the module's training flag on scope exit.
+struct EvalScope {
+  nn::Module &m;
+  bool was_training;
+  explicit EvalScope(nn::Module &module) : m(module), was_training(module.is_training()) { m.eval(); }
+  ~EvalScope() {
+    if (was_training) m.train();
+  }
+};
+
+/// A temporary folder removed on scope exit (when the kernel cache is off).
+struct TempDir {
+  std::string path;
+  ~TempDir() {
+    if (!path.empty()) std::system(("rm -rf '" + path + "'").c_str());
+  }
+};
+
+std::string read_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// The state_dict names of the captured tensors (parameters and buffers by
+/// identity), else "captured.<i>"; unique.
+std::vector<std::string> weight_names(const nn::Module &model, const std::vector<Tensor> &captured) {
+  std::map<const void *, std::string> by_impl;
+  for (const auto &[name, t] : model.named_buffers()) by_impl.emplace(t.impl(), name);
+  for (const auto &[name, t] : model.named_parameters()) by_impl.emplace(t.impl(), name);
+  std::vector<std::string> names;
+  std::map<std::string, int> used;
+  for (size_t i = 0; i < captured.size(); ++i) {
+    auto it = by_impl.find(captured[i].impl());
+    std::string name = it != by_impl.end() ? it->second : "captured." + std::to_string(i);
+    if (used[name]++) name += "#" + std::to_string(i);
+    names.push_back(name);
+  }
+  return names;
+}
+
+runtime::artifact::Guard guard_of(const std::string &name, const runtime::TensorView &v) {
+  return runtime::artifact::Guard{name, v.dtype, v.sizes};
+}
+
+}  // namespace
+
+ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vector<Tensor> &example_inputs,
+                             const std::string &path, const ExportOptions &options) {
+  KILN_CHECK(model != nullptr, "kiln::export_compiled: the model is null");
+  KILN_CHECK(!example_inputs.empty(), "kiln::export_compiled: ", model->name(),
+             ": no example inputs (expected one tensor per forward input)");
+  EvalScope eval(*model);
+  NoGradGuard no_grad;
+  detail::CallSpec call;
+  call.inputs = example_inputs;
+  for (size_t i = 0; i < example_inputs.size(); ++i) call.input_names.push_back("input " + std::to_string(i));
+  nn::Module *m = model.get();
+  if (example_inputs.size() == 1)
+    call.body = [m](const std::vector<Tensor> &in) { return std::vector<Tensor>{m->forward(in[0])}; };
+  else
+    call.body = [m](const std::vector<Tensor> &in) { return m->forward(in); };
+  const Device device = compile_detail::compile_device(call, *model);
+  KILN_CHECK(device == kCPU, "kiln::export_compiled: ", model->name(), ": inputs on ", device.str(),
+             ", expected cpu (only CPU object code is exported)");
+  std::shared_ptr<CompiledModule::Artifact> artifact;
+  try {
+    artifact = compile_detail::trace_call(call, /*with_backward=*/false, model->name());
+  } catch (const trace::GraphBreakError &e) {
+    throw Error("kiln::export_compiled: " + model->name() + ": op '" + e.op +
+                "' breaks the graph; an exported model must be one graph (remove the host read, e.g. item())");
+  }
+  KILN_CHECK(artifact->random_draws.empty(), "kiln::export_compiled: ", model->name(), " draws ",
+             artifact->random_draws.size(), " random tensors in eval mode (expected none: dropout is off in eval)");
+  KILN_CHECK(artifact->mutated.empty(), "kiln::export_compiled: ", model->name(), " updates ",
+             artifact->mutated.size(), " buffers in place in eval mode (expected none)");
+  if (const char *type = compile_detail::uncompilable_type(artifact->traced))
+    throw Error(std::string("kiln::export_compiled: ") + model->name() + ": the graph has " + type +
+                " values, which the compiler does not support");
+
+  // Compile, with the kernel cache on: its entry is the object code.
+  CompileStats stats;
+  codegen::CompileOptions copts = compile_detail::codegen_options(*model, options.compile, stats, device);
+  TempDir temp;
+  if (codegen::resolveKernelCacheDir(copts).empty()) {
+    const char *off = std::getenv("KILN_DISABLE_CACHE");
+    KILN_CHECK(!(off && std::string(off) == "1"), "kiln::export_compiled: ", model->name(),
+               ": KILN_DISABLE_CACHE=1 is set, but the exported object code comes from the kernel cache; unset it");
+    char pattern[] = "/tmp/kiln-export-XXXXXX";
+    KILN_CHECK(mkdtemp(pattern) != nullptr, "kiln::export_compiled: cannot create a temporary kernel cache folder");
+    temp.path = pattern;
+    copts.kernel_cache_dir = temp.path;
+  }
+  codegen::CompiledGraph graph;
+  std::string error;
+  KILN_CHECK(codegen::compileGraph(artifact->traced, copts, &graph, &error), "kiln::export_compiled: compiling ",
+             model->name(), " failed: ", error);
+  auto *exe = dynamic_cast<runtime::LaunchExecutable *>(graph.forward.get());
+  KILN_CHECK(exe != nullptr, "kiln::export_compiled: ", model->name(), ": the forward is not a launch list");
+
+  runtime::artifact::Contents c;
+  c.kiln_version = codegen::kKilnVersion;
+  c.model = model->name();
+  c.cpu_features = runtime::artifact::host_cpu_features();
+  KILN_CHECK(runtime::artifact::encode_launches(*exe, &c.program, &error), "kiln::export_compiled: ", model->name(),
+             ": ", error);
+  if (!graph.kernel_cache_key.empty())
+    KILN_CHECK(codegen::readKernelObject(graph, copts, &c.kernels, &error), "kiln::export_compiled: ",
+               model->name(), ": ", error);
+
+  // Guards: the inputs as given, the outputs from one run on them.
+  std::vector<runtime::TensorView> primals;
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    primals.push_back(compile_detail::to_view(example_inputs[i].contiguous()));
+    c.inputs.push_back(guard_of("input " + std::to_string(i), primals.back()));
+  }
+  for (const Tensor &t : artifact->captured) primals.push_back(compile_detail::to_view(t));
+  std::vector<runtime::TensorView> results = exe->run(primals, &error);
+  KILN_CHECK(error.empty(), "kiln::export_compiled: ", model->name(), ": running the compiled forward: ", error);
+  for (int k = 0; k < graph.num_forward_outputs && k < static_cast<int>(results.size()); ++k)
+    c.outputs.push_back(guard_of("output " + std::to_string(k), results[k]));
+
+  // Weights: kiln::save's safetensors layout, read back as the section.
+  c.weights = weight_names(*model, artifact->captured);
+  NamedTensors named;
+  ExportReport report;
+  for (size_t i = 0; i < artifact->captured.size(); ++i) {
+    named.emplace_back(c.weights[i], artifact->captured[i].contiguous());
+    report.weight_bytes += artifact->captured[i].numel() * static_cast<int64_t>(itemsize(artifact->captured[i].dtype()));
+  }
+  const std::string weights_path = path + ".weights.tmp-" + std::to_string(getpid());
+  save(weights_path, named);
+  c.safetensors = read_bytes(weights_path);
+  std::remove(weights_path.c_str());
+
+  const std::string bytes = runtime::artifact::write_artifact(c);
+  serialize::AtomicFileWriter out(path);
+  out.write(bytes.data(), bytes.size());
+  out.commit();
+  report.bytes = static_cast<int64_t>(bytes.size());
+  report.num_kernels = graph.num_distinct_kernels;
+  report.num_launches = exe->num_launches();
+  return report;
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// kiln/runtime/Artifact.h - the exported-model file (kiln::export_compiled
+// writes it, kiln::load_compiled reads it): container, metadata, guards and
+// the launch-list codec. Format: runtime/src/artifact/FORMAT.md.
+// Library KilnArtifact (no MLIR, no LLVM); every reader function is a
+// parser of outside bytes and never throws or crashes on bad input (it
+// returns false with a message naming the file and the problem).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/DType.h"
+#include "kiln/runtime/KernelHandle.h"
+
+namespace kiln::runtime {
+
+class LaunchExecutable;
+
+namespace artifact {
+
+/// The container format version this build writes and reads.
+inline constexpr uint32_t kFormatVersion = 1;
+/// First 8 bytes of every artifact.
+inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'X', 'P', '\0'};
+/// The target every artifact of this build names (object code for it).
+inline constexpr const char *kTarget = "x86_64-linux";
+
+/// One input or output guard: dtype and static sizes.
+struct Guard {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> sizes;
+};
+
+/// Everything one artifact holds, decoded (sections verified, not yet linked).
+struct Contents {
+  std::string kiln_version;               ///< KILN_VERSION of the exporter
+  std::string model;                      ///< the module's name()
+  std::string target = kTarget;           ///< "x86_64-linux"
+  std::vector<std::string> cpu_features;  ///< host_cpu_features() of the exporter, sorted
+  std::vector<Guard> inputs, outputs;     ///< the call's tensors (weights not included)
+  std::vector<std::string> weights;       ///< safetensors names of the executable's inputs after `inputs`
+  std::string program;                    ///< the launch list + memory plan (encode_launches), JSON
+  std::string kernels;                    ///< ELF relocatable (x86-64) with `_mlir_<symbol>` kernels; may be empty
+  std::string safetensors;                ///< the weights file (safetensors, kiln::save's layout)
+};
+
+/// The artifact's bytes: header, section table, sections (64-byte aligned),
+/// CRC-32 of everything before it. Deterministic: equal Contents give equal bytes.
+std::string write_artifact(const Contents &contents);
+
+struct ReadOptions {
+  bool check_host_isa = true; ///< fail when the host lacks one of cpu_features
+};
+/// Parses and verifies `bytes` (read from `name`, used in messages): size,
+/// magic, version, checksum, section table, metadata, guards, target.
+bool read_artifact(const std::string &bytes, const std::string &name, const ReadOptions &options, Contents *out,
+                   std::string *error);
+
+/// The CPU features of this host that decide whether object code built for
+/// it runs elsewhere ("avx2", "avx512f", ...; __builtin_cpu_supports over a
+/// fixed list), sorted.
+std::vector<std::string> host_cpu_features();
+
+/// The executable as data (JSON, deterministic): slots, steps (inputs,
+/// constants, launches in order; kernels by library symbol), outputs and the
+/// memory plan. False when it cannot be exported (a non-CPU device).
+bool encode_launches(const LaunchExecutable &exe, std::string *json, std::string *error);
+/// Rebuilds an executable from encode_launches' JSON, kernels resolved by
+/// symbol through `resolve` (null: error). The memory plan is recomputed by
+/// the Builder and checked against the encoded one.
+std::shared_ptr<LaunchExecutable> decode_launches(const std::string &json,
+                                                  const std::function<KernelHandle(const std::string &symbol, bool split_rows, std::string *error)> &resolve,
+                                                  std::shared_ptr<const void> keep_alive, std::string *error);
+/// The kernel symbols an encoded program launches (sorted, unique).
+bool program_symbols(const std::string &json, std::vector<std::string> *symbols, std::string *error);
+
+/// One tensor of a safetensors file: name, dtype, sizes and its bytes
+/// [begin, end) in the file.
+struct WeightEntry {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> sizes;
+  uint64_t begin = 0, end = 0;
+};
+/// Parses a safetensors file's header and checks every entry's offsets
+/// against the data section and its byte count against dtype x sizes.
+bool parse_safetensors(const std::string &bytes, std::vector<WeightEntry> *entries, std::string *error);
+
+} // namespace artifact
+} // namespace kiln::runtime

@@ -1,0 +1,388 @@
+// LaunchCodec.cpp - a LaunchExecutable as data and back (FORMAT.md,
+// "program"): the Builder calls that rebuild it, in slot order, and the
+// memory plan, which the rebuilt executable must reproduce exactly.
+#include <map>
+#include <set>
+
+#include "LaunchInternal.h"
+#include "artifact/Json.h"
+#include "kiln/runtime/Artifact.h"
+
+namespace kiln::runtime {
+
+using artifact::json;
+
+struct LaunchCodec {
+  static bool encode(const LaunchExecutable &exe, std::string *out, std::string *error);
+};
+
+namespace {
+
+json type_json(const SlotType &t) { return {{"dtype", dtype_name(t.dtype)}, {"sizes", t.sizes}}; }
+
+const char *kind_code(LaunchKind k) {
+  switch (k) {
+  case LaunchKind::Kernel: return "kernel";
+  case LaunchKind::Gemm: return "gemm";
+  case LaunchKind::Transpose: return "transpose";
+  case LaunchKind::Broadcast: return "broadcast";
+  case LaunchKind::Reshape: return "reshape";
+  case LaunchKind::Copy: return "copy";
+  case LaunchKind::Conv: return "conv";
+  case LaunchKind::MaxPool: return "max_pool";
+  }
+  return "?";
+}
+
+json launch_json(const LaunchExecutable::Launch &l, const std::vector<SlotType> &types) {
+  json j = {{"op", kind_code(l.kind)}, {"operands", l.operands}, {"results", l.results}};
+  switch (l.kind) {
+  case LaunchKind::Kernel: {
+    j["name"] = l.name;
+    j["symbol"] = l.symbol.empty() ? l.name : l.symbol;
+    j["split_rows"] = l.kernel.split_rows;
+    json results = json::array();
+    for (int r : l.results) results.push_back(type_json(types[r]));
+    j["result_types"] = results;
+    json pairs = json::array();
+    for (const InPlace &p : l.in_place) pairs.push_back({p.operand, p.result});
+    j["in_place"] = pairs;
+    json checks = json::array();
+    for (const auto &[slot, c] : l.checks) checks.push_back({{"slot", slot}, {"op", c.op}, {"dim", c.dim}, {"size", c.size}});
+    j["index_checks"] = checks;
+    break;
+  }
+  case LaunchKind::Transpose:
+  case LaunchKind::Broadcast:
+  case LaunchKind::Reshape: j["attr"] = l.attr; break;
+  case LaunchKind::Conv:
+    j["conv_op"] = static_cast<int>(l.conv_op);
+    j["stride"] = l.conv.stride;
+    j["padding"] = l.conv.padding;
+    j["dilation"] = l.conv.dilation;
+    j["groups"] = l.conv.groups;
+    j["result_type"] = type_json(types[l.results.at(0)]);
+    break;
+  case LaunchKind::MaxPool:
+    j["pool_op"] = static_cast<int>(l.pool_op);
+    j["kernel"] = l.pool.kernel;
+    j["stride"] = l.pool.stride;
+    j["padding"] = l.pool.padding;
+    j["result_type"] = type_json(types[l.results.at(0)]);
+    break;
+  case LaunchKind::Gemm:
+  case LaunchKind::Copy: break;
+  }
+  return j;
+}
+
+json plan_json(const std::vector<SlotPlan> &plans) {
+  json a = json::array();
+  for (const SlotPlan &p : plans)
+    a.push_back({static_cast<int>(p.storage), p.nbytes, p.offset, p.pool, p.base, p.def, p.last_use, p.escapes});
+  return a;
+}
+
+std::string hex_of(const void *data, size_t n) {
+  static const char *digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t b = static_cast<const uint8_t *>(data)[i];
+    s.push_back(digits[b >> 4]);
+    s.push_back(digits[b & 15]);
+  }
+  return s;
+}
+
+bool bytes_of_hex(const std::string &hex, std::vector<unsigned char> *out) {
+  if (hex.size() % 2) return false;
+  auto nibble = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<unsigned char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+bool get_type(const json &j, const char *key, SlotType *t, std::string *error) {
+  const json *m = artifact::member(j, key, error);
+  std::string dtype;
+  int64_t bytes = 0;
+  if (!m || !artifact::get_string(*m, "dtype", &dtype, error) || !artifact::parse_dtype(dtype, &t->dtype, error) ||
+      !artifact::get_sizes(*m, "sizes", &t->sizes, error))
+    return false;
+  if (!artifact::checked_nbytes(t->sizes, t->dtype, &bytes)) {
+    *error = "a slot of " + slot_type_str(*t) + " exceeds " + std::to_string(artifact::kMaxTensorBytes) + " bytes";
+    return false;
+  }
+  return true;
+}
+
+bool get_slot_list(const json &j, const char *key, std::vector<int> *out, std::string *error) {
+  std::vector<int64_t> v;
+  if (!artifact::get_ints(j, key, &v, error, -1)) return false;
+  out->clear();
+  for (int64_t x : v) {
+    if (x > (1 << 30)) {
+      *error = std::string("field '") + key + "': slot " + std::to_string(x) + " out of range";
+      return false;
+    }
+    out->push_back(static_cast<int>(x));
+  }
+  return true;
+}
+
+template <size_t N> bool get_pair(const json &j, const char *key, std::array<int64_t, N> *out, std::string *error) {
+  std::vector<int64_t> v;
+  if (!artifact::get_ints(j, key, &v, error, 0)) return false;
+  if (v.size() != N) {
+    *error = std::string("field '") + key + "' must have " + std::to_string(N) + " entries";
+    return false;
+  }
+  for (size_t i = 0; i < N; ++i) (*out)[i] = v[i];
+  return true;
+}
+
+using Resolver = std::function<KernelHandle(const std::string &, bool, std::string *)>;
+
+/// Replays one encoded step on the builder; returns the slots it made.
+bool replay_step(const json &step, LaunchExecutable::Builder &b, const Resolver &resolve, std::vector<int> *made,
+                 std::string *error) {
+  std::string op;
+  if (!artifact::get_string(step, "op", &op, error)) return false;
+  std::vector<int> operands;
+  auto operand = [&](size_t i) { return i < operands.size() ? operands[i] : -1; };
+  if (op != "input" && op != "constant" && !get_slot_list(step, "operands", &operands, error)) return false;
+  if (op == "input") {
+    SlotType t;
+    bool donatable = false;
+    if (!get_type(step, "type", &t, error) || !artifact::get_bool(step, "donatable", &donatable, error)) return false;
+    made->push_back(b.addInput(t.sizes, t.dtype, donatable));
+  } else if (op == "constant") {
+    SlotType t;
+    std::string hex;
+    std::vector<unsigned char> bytes;
+    int64_t nbytes = 0;
+    if (!get_type(step, "type", &t, error) || !artifact::get_string(step, "hex", &hex, error)) return false;
+    artifact::checked_nbytes(t.sizes, t.dtype, &nbytes);
+    if (!bytes_of_hex(hex, &bytes) || static_cast<int64_t>(bytes.size()) != nbytes) {
+      *error = "constant of " + slot_type_str(t) + ": expected " + std::to_string(nbytes) + " bytes of hex data";
+      return false;
+    }
+    made->push_back(b.addConstant(t, bytes.empty() ? reinterpret_cast<const unsigned char *>("") : bytes.data()));
+  } else if (op == "kernel") {
+    std::string name, symbol;
+    bool split_rows = false;
+    if (!artifact::get_string(step, "name", &name, error) || !artifact::get_string(step, "symbol", &symbol, error) ||
+        !artifact::get_bool(step, "split_rows", &split_rows, error))
+      return false;
+    const json *rt = artifact::member(step, "result_types", error);
+    const json *ip = artifact::member(step, "in_place", error);
+    const json *ic = artifact::member(step, "index_checks", error);
+    if (!rt || !ip || !ic || !artifact::expect_array(*rt, "result_types", error) ||
+        !artifact::expect_array(*ip, "in_place", error) || !artifact::expect_array(*ic, "index_checks", error))
+      return false;
+    std::vector<SlotType> results;
+    for (const json &r : *rt) {
+      json holder = {{"t", r}};
+      SlotType t;
+      if (!get_type(holder, "t", &t, error)) return false;
+      results.push_back(std::move(t));
+    }
+    std::vector<InPlace> pairs;
+    for (const json &p : *ip) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer()) {
+        *error = "kernel " + name + ": in_place pairs must be [operand, result]";
+        return false;
+      }
+      const int64_t o = p[0].get<int64_t>(), r = p[1].get<int64_t>();
+      if (o < 0 || r < 0 || o >= static_cast<int64_t>(operands.size()) || r >= static_cast<int64_t>(results.size())) {
+        *error = "kernel " + name + ": in_place pair [" + std::to_string(o) + ", " + std::to_string(r) + "] out of range";
+        return false;
+      }
+      pairs.push_back(InPlace{static_cast<int>(o), static_cast<int>(r)});
+    }
+    KernelHandle kernel = resolve ? resolve(symbol, split_rows, error) : KernelHandle{};
+    if (!kernel) {
+      if (error->empty()) *error = "kernel " + name + ": symbol " + symbol + " cannot be resolved";
+      return false;
+    }
+    *made = b.addKernel(name, kernel, operands, results, {}, pairs);
+    if (made->empty()) made->push_back(-1);
+    if (symbol != name) b.setKernelSymbol(symbol);
+    for (const json &c : *ic) {
+      IndexCheck check;
+      int64_t slot = 0;
+      if (!artifact::get_int(c, "slot", &slot, error) || !artifact::get_string(c, "op", &check.op, error) ||
+          !artifact::get_int(c, "dim", &check.dim, error) || !artifact::get_int(c, "size", &check.size, error))
+        return false;
+      if (slot < 0 || slot > (1 << 30)) {
+        *error = "kernel " + name + ": index check slot out of range";
+        return false;
+      }
+      b.addIndexCheck(static_cast<int>(slot), check);
+    }
+  } else if (op == "gemm") {
+    made->push_back(b.addGemm(operand(0), operand(1)));
+  } else if (op == "copy") {
+    made->push_back(b.addCopy(operand(0)));
+  } else if (op == "transpose" || op == "broadcast" || op == "reshape") {
+    std::vector<int64_t> attr;
+    if (!artifact::get_ints(step, "attr", &attr, error, 0)) return false;
+    made->push_back(op == "transpose"   ? b.addTranspose(operand(0), attr)
+                    : op == "broadcast" ? b.addBroadcast(operand(0), attr)
+                                        : b.addReshape(operand(0), attr));
+  } else if (op == "conv") {
+    Conv2dParams p;
+    int64_t kind = 0;
+    SlotType t;
+    if (!artifact::get_int(step, "conv_op", &kind, error) || !get_pair(step, "stride", &p.stride, error) ||
+        !get_pair(step, "padding", &p.padding, error) || !get_pair(step, "dilation", &p.dilation, error) ||
+        !artifact::get_int(step, "groups", &p.groups, error) || !get_type(step, "result_type", &t, error))
+      return false;
+    if (kind < 0 || kind > 2 || p.stride[0] < 1 || p.stride[1] < 1 || p.dilation[0] < 1 || p.dilation[1] < 1) {
+      *error = "conv: bad op, stride or dilation";
+      return false;
+    }
+    made->push_back(b.addConv(static_cast<ConvOp>(kind), p, operand(0), operand(1), t));
+  } else if (op == "max_pool") {
+    Pool2dParams p;
+    int64_t kind = 0;
+    SlotType t;
+    if (!artifact::get_int(step, "pool_op", &kind, error) || !get_pair(step, "kernel", &p.kernel, error) ||
+        !get_pair(step, "stride", &p.stride, error) || !get_pair(step, "padding", &p.padding, error) ||
+        !get_type(step, "result_type", &t, error))
+      return false;
+    if (kind < 0 || kind > 2 || p.stride[0] < 1 || p.stride[1] < 1 || p.kernel[0] < 1 || p.kernel[1] < 1) {
+      *error = "max_pool: bad op, kernel or stride";
+      return false;
+    }
+    made->push_back(b.addMaxPool(static_cast<MaxPoolOp>(kind), p, operand(0), kind == 0 ? -1 : operand(1), t));
+  } else {
+    *error = "unknown step '" + op + "'";
+    return false;
+  }
+  return true;
+}
+
+bool plans_equal(const json &encoded, const std::vector<SlotPlan> &plans) {
+  return encoded == plan_json(plans);
+}
+
+} // namespace
+
+bool LaunchCodec::encode(const LaunchExecutable &exe, std::string *out, std::string *error) {
+  if (exe.device_.type != DeviceType::CPU) {
+    *error = "only CPU executables can be exported, this one runs on " + exe.device_.str();
+    return false;
+  }
+  std::map<int, const Buffer *> constants;
+  for (const auto &[slot, buffer] : exe.constants_) constants[slot] = buffer.get();
+  std::map<int, size_t> input_index;
+  for (size_t i = 0; i < exe.inputs_.size(); ++i) input_index[exe.inputs_[i]] = i;
+  json steps = json::array();
+  std::set<int> emitted;
+  for (size_t slot = 0; slot < exe.types_.size(); ++slot) {
+    const SlotPlan &plan = exe.plans_[slot];
+    const SlotType &type = exe.types_[slot];
+    if (auto in = input_index.find(static_cast<int>(slot)); in != input_index.end()) {
+      steps.push_back({{"op", "input"}, {"slot", slot}, {"type", type_json(type)}, {"donatable", exe.input_donatable(in->second)}});
+    } else if (plan.storage == SlotStorage::Constant) {
+      const Buffer *buffer = constants.at(static_cast<int>(slot));
+      steps.push_back({{"op", "constant"}, {"slot", slot}, {"type", type_json(type)},
+                       {"hex", hex_of(buffer->data(), static_cast<size_t>(detail::nbytes_of(type)))}});
+    } else if (plan.def >= 0 && !emitted.count(plan.def)) {
+      const LaunchExecutable::Launch &l = *exe.launches_.at(plan.def);
+      if (l.results.empty() || l.results[0] != static_cast<int>(slot)) {
+        *error = "launch " + std::to_string(plan.def) + " (" + l.name + ") does not define slot " + std::to_string(slot);
+        return false;
+      }
+      json step = launch_json(l, exe.types_);
+      step["slot"] = slot;
+      steps.push_back(std::move(step));
+      emitted.insert(plan.def);
+    }
+  }
+  if (emitted.size() != exe.launches_.size()) {
+    *error = "the executable has launches without results";
+    return false;
+  }
+  json program = {{"device", "cpu"},
+                  {"steps", steps},
+                  {"outputs", exe.outputs_},
+                  {"arena_bytes", exe.arena_bytes_},
+                  {"plan", plan_json(exe.plans_)}};
+  *out = program.dump(0);
+  return true;
+}
+
+namespace artifact {
+
+bool encode_launches(const LaunchExecutable &exe, std::string *json_text, std::string *error) {
+  return LaunchCodec::encode(exe, json_text, error);
+}
+
+std::shared_ptr<LaunchExecutable> decode_launches(const std::string &text, const Resolver &resolve,
+                                                  std::shared_ptr<const void> keep_alive, std::string *error) {
+  auto fail = [&](const std::string &what) {
+    *error = "program: " + what;
+    return nullptr;
+  };
+  json program = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (program.is_discarded() || !program.is_object()) return fail("not a JSON object");
+  std::string device, why;
+  const json *steps = member(program, "steps", &why);
+  const json *plan = steps ? member(program, "plan", &why) : nullptr;
+  std::vector<int> outputs;
+  int64_t arena = 0;
+  if (!get_string(program, "device", &device, &why) || !steps || !plan || !expect_array(*steps, "steps", &why) ||
+      !get_slot_list(program, "outputs", &outputs, &why) || !get_int(program, "arena_bytes", &arena, &why))
+    return fail(why);
+  if (device != "cpu") return fail("device '" + device + "', this runtime runs CPU programs");
+  LaunchExecutable::Builder b;
+  int64_t next_slot = 0;
+  for (const json &step : *steps) {
+    int64_t slot = -1;
+    std::vector<int> made;
+    why.clear();
+    if (!get_int(step, "slot", &slot, &why) || !replay_step(step, b, resolve, &made, &why))
+      return fail("step " + std::to_string(next_slot) + ": " + why);
+    if (!b.error().empty()) return fail(b.error());
+    if (made.empty() || slot != next_slot || made[0] != slot)
+      return fail("step for slot " + std::to_string(slot) + " made slot " +
+                  std::to_string(made.empty() ? -1 : made[0]) + ", expected " + std::to_string(next_slot));
+    next_slot += static_cast<int64_t>(made.size());
+  }
+  for (int o : outputs)
+    if (o < 0 || o >= next_slot) return fail("output slot " + std::to_string(o) + " out of range");
+  b.setOutputs(outputs);
+  b.keepAlive(std::move(keep_alive));
+  std::shared_ptr<LaunchExecutable> exe = b.finish(&why);
+  if (!exe) return fail(why);
+  if (exe->arena_bytes() != arena || !plans_equal(*plan, exe->slot_plans()))
+    return fail("the memory plan differs from the exported one (arena " + std::to_string(exe->arena_bytes()) +
+                " bytes, exported " + std::to_string(arena) + "): the runtime's planner changed; export the model again");
+  return exe;
+}
+
+bool program_symbols(const std::string &text, std::vector<std::string> *symbols, std::string *error) {
+  json program = json::parse(text, nullptr, false);
+  std::string why;
+  const json *steps = program.is_object() ? member(program, "steps", &why) : nullptr;
+  if (!steps || !steps->is_array()) {
+    *error = "program: no steps";
+    return false;
+  }
+  std::set<std::string> set;
+  for (const json &step : *steps) {
+    std::string op, symbol;
+    if (step.is_object() && get_string(step, "op", &op, &why) && op == "kernel" && get_string(step, "symbol", &symbol, &why))
+      set.insert(symbol);
+  }
+  symbols->assign(set.begin(), set.end());
+  return true;
+}
+
+} // namespace artifact
+} // namespace kiln::runtime

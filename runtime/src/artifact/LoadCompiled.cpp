@@ -1,0 +1,250 @@
+// LoadCompiled.cpp - kiln::load_compiled (kiln/load_compiled.h): verify the
+// artifact, map its kernels (ElfLoader), rebuild the launch list, place the
+// weights, and run with the inputs checked against the guards.
+#include "kiln/load_compiled.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "artifact/ElfLoader.h"
+#include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/LaunchExecutable.h"
+
+namespace kiln::runtime {
+
+static_assert(static_cast<int>(ElementType::Int32) == static_cast<int>(DType::Int32),
+              "ElementType mirrors kiln::DType");
+
+size_t element_size(ElementType t) { return itemsize(static_cast<DType>(t)); }
+const char *element_type_name(ElementType t) { return dtype_name(static_cast<DType>(t)); }
+
+HostTensor HostTensor::zeros(ElementType dtype, std::vector<int64_t> sizes) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.sizes = std::move(sizes);
+  t.data.assign(static_cast<size_t>(t.numel()) * element_size(dtype), 0);
+  return t;
+}
+
+namespace {
+template <typename T> HostTensor from_values(ElementType dtype, const std::vector<T> &values, std::vector<int64_t> sizes) {
+  HostTensor t = HostTensor::zeros(dtype, std::move(sizes));
+  if (static_cast<int64_t>(values.size()) != t.numel())
+    throw std::invalid_argument("HostTensor: " + std::to_string(values.size()) + " values for " +
+                                std::to_string(t.numel()) + " elements");
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+template <typename T> std::vector<T> to_values(const HostTensor &t, ElementType expected) {
+  if (t.dtype != expected)
+    throw std::invalid_argument(std::string("HostTensor: a ") + element_type_name(t.dtype) + " tensor read as " +
+                                element_type_name(expected));
+  std::vector<T> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.data.data(), v.size() * sizeof(T));
+  return v;
+}
+
+std::string sizes_str(const std::vector<int64_t> &sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+/// Copies a strided view into a dense row-major HostTensor.
+HostTensor to_host(const TensorView &v) {
+  HostTensor t = HostTensor::zeros(static_cast<ElementType>(v.dtype), v.sizes);
+  const size_t item = itemsize(v.dtype);
+  const int rank = static_cast<int>(v.sizes.size());
+  if (t.numel() == 0) return t;
+  const char *base = static_cast<const char *>(v.data());
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  for (int64_t n = 0; n < t.numel(); ++n) {
+    int64_t at = 0;
+    for (int d = 0; d < rank; ++d) at += index[d] * v.strides[d];
+    std::memcpy(t.data.data() + n * item, base + at * static_cast<int64_t>(item), item);
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++index[d] < v.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+  return t;
+}
+
+TensorView from_host(const void *data, DType dtype, const std::vector<int64_t> &sizes, size_t nbytes) {
+  TensorView v;
+  v.buffer = Buffer::make(nbytes);
+  if (nbytes) std::memcpy(v.buffer->data(), data, nbytes);
+  v.sizes = sizes;
+  v.strides = contiguous_strides(sizes);
+  v.dtype = dtype;
+  return v;
+}
+
+std::vector<TensorSpec> specs_of(const std::vector<artifact::Guard> &guards) {
+  std::vector<TensorSpec> specs;
+  for (const artifact::Guard &g : guards) specs.push_back(TensorSpec{g.name, static_cast<ElementType>(g.dtype), g.sizes});
+  return specs;
+}
+
+} // namespace
+
+HostTensor HostTensor::from_floats(const std::vector<float> &values, std::vector<int64_t> sizes) {
+  return from_values(ElementType::Float32, values, std::move(sizes));
+}
+HostTensor HostTensor::from_int64(const std::vector<int64_t> &values, std::vector<int64_t> sizes) {
+  return from_values(ElementType::Int64, values, std::move(sizes));
+}
+std::vector<float> HostTensor::to_floats() const { return to_values<float>(*this, ElementType::Float32); }
+std::vector<int64_t> HostTensor::to_int64() const { return to_values<int64_t>(*this, ElementType::Int64); }
+
+} // namespace kiln::runtime
+
+namespace kiln {
+
+using runtime::HostTensor;
+using runtime::LoadError;
+
+struct LoadedModel::State {
+  std::string name;  ///< the file, for messages
+  runtime::artifact::Contents meta;  ///< program, kernels and weights cleared after loading
+  std::vector<runtime::TensorSpec> inputs, outputs;
+  std::shared_ptr<runtime::artifact::LoadedObject> object;
+  std::shared_ptr<runtime::LaunchExecutable> exe;
+  std::vector<runtime::TensorView> weights;
+  int64_t weight_bytes = 0;
+};
+
+std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) const {
+  const State &s = *state_;
+  if (inputs.size() != s.inputs.size())
+    throw LoadError(s.name + ": run: expected " + std::to_string(s.inputs.size()) + " input tensors, got " +
+                    std::to_string(inputs.size()));
+  std::vector<runtime::TensorView> views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const HostTensor &x = inputs[i];
+    const runtime::TensorSpec &g = s.inputs[i];
+    if (x.dtype != g.dtype || x.sizes != g.sizes)
+      throw LoadError(s.name + ": " + g.name + ": expected " + runtime::element_type_name(g.dtype) + " " +
+                      runtime::sizes_str(g.sizes) + ", got " + runtime::element_type_name(x.dtype) + " " +
+                      runtime::sizes_str(x.sizes));
+    const size_t nbytes = static_cast<size_t>(x.numel()) * runtime::element_size(x.dtype);
+    if (x.data.size() != nbytes)
+      throw LoadError(s.name + ": " + g.name + ": holds " + std::to_string(x.data.size()) + " bytes, expected " +
+                      std::to_string(nbytes) + " for " + runtime::sizes_str(x.sizes));
+    views.push_back(runtime::from_host(x.data.data(), static_cast<DType>(x.dtype), x.sizes, nbytes));
+  }
+  views.insert(views.end(), s.weights.begin(), s.weights.end());
+  std::string error;
+  std::vector<runtime::TensorView> results = s.exe->run(views, &error);
+  if (!error.empty()) throw LoadError(s.name + ": run: " + error);
+  std::vector<HostTensor> out;
+  for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k) out.push_back(runtime::to_host(results[k]));
+  return out;
+}
+
+const std::vector<runtime::TensorSpec> &LoadedModel::inputs() const { return state_->inputs; }
+const std::vector<runtime::TensorSpec> &LoadedModel::outputs() const { return state_->outputs; }
+const std::string &LoadedModel::kiln_version() const { return state_->meta.kiln_version; }
+const std::string &LoadedModel::model_name() const { return state_->meta.model; }
+const std::string &LoadedModel::target() const { return state_->meta.target; }
+const std::vector<std::string> &LoadedModel::cpu_features() const { return state_->meta.cpu_features; }
+int64_t LoadedModel::arena_bytes() const { return state_->exe->arena_bytes(); }
+int64_t LoadedModel::weight_bytes() const { return state_->weight_bytes; }
+
+namespace {
+
+/// The weights in the executable's input order (meta.weights), on the CPU.
+void place_weights(LoadedModel::State &s, const std::string &safetensors) {
+  std::vector<runtime::artifact::WeightEntry> entries;
+  std::string error;
+  if (!runtime::artifact::parse_safetensors(safetensors, &entries, &error)) throw LoadError(s.name + ": " + error);
+  for (const std::string &name : s.meta.weights) {
+    const runtime::artifact::WeightEntry *found = nullptr;
+    for (const auto &e : entries)
+      if (e.name == name) found = &e;
+    if (!found) throw LoadError(s.name + ": weights: tensor '" + name + "' is missing from the safetensors section");
+    s.weights.push_back(runtime::from_host(safetensors.data() + found->begin, found->dtype, found->sizes,
+                                           static_cast<size_t>(found->end - found->begin)));
+    s.weight_bytes += static_cast<int64_t>(found->end - found->begin);
+  }
+}
+
+/// KILN_LOG contains "load": one line per load with the phases' times.
+bool log_load() {
+  const char *v = std::getenv("KILN_LOG");
+  return v && std::strstr(v, "load");
+}
+
+double ms_since(std::chrono::steady_clock::time_point &t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - t).count();
+  t = now;
+  return ms;
+}
+
+} // namespace
+
+LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string &name,
+                                     const runtime::LoadOptions &options) {
+  auto t = std::chrono::steady_clock::now();
+  double ms[4] = {};
+  auto state = std::make_shared<LoadedModel::State>();
+  state->name = name;
+  std::string error;
+  runtime::artifact::ReadOptions read_options;
+  read_options.check_host_isa = options.check_host_isa;
+  if (!runtime::artifact::read_artifact(bytes, name, read_options, &state->meta, &error)) throw LoadError(error);
+  ms[0] = ms_since(t);
+  state->inputs = runtime::specs_of(state->meta.inputs);
+  state->outputs = runtime::specs_of(state->meta.outputs);
+  if (!state->meta.kernels.empty()) {
+    auto object = runtime::artifact::LoadedObject::load(state->meta.kernels, /*execute=*/true, &error);
+    if (!object) throw LoadError(name + ": " + error);
+    state->object = std::move(object);
+  }
+  ms[1] = ms_since(t);
+  auto object = state->object;
+  auto resolve = [&](const std::string &symbol, bool split_rows, std::string *why) {
+    void *fn = object ? object->symbol("_mlir_" + symbol) : nullptr;
+    if (!fn) {
+      *why = "kernel '" + symbol + "' (_mlir_" + symbol + ") is not defined in the kernels section";
+      return runtime::KernelHandle{};
+    }
+    return runtime::KernelHandle::cpu(reinterpret_cast<runtime::PackedKernel>(fn), split_rows);
+  };
+  state->exe = runtime::artifact::decode_launches(state->meta.program, resolve, object, &error);
+  if (!state->exe) throw LoadError(name + ": " + error);
+  ms[2] = ms_since(t);
+  place_weights(*state, state->meta.safetensors);
+  ms[3] = ms_since(t);
+  if (log_load())
+    std::fprintf(stderr, "[kiln] load_compiled %s: verify %.2f ms, kernels %.2f ms, launch list %.2f ms, weights %.2f ms\n",
+                 name.c_str(), ms[0], ms[1], ms[2], ms[3]);
+  state->meta.program.clear();
+  state->meta.kernels.clear();
+  state->meta.safetensors.clear();
+  return LoadedModel(state);
+}
+
+LoadedModel load_compiled(const std::string &path, const runtime::LoadOptions &options) {
+  auto t = std::chrono::steady_clock::now();
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) throw LoadError(path + ": cannot open the file (" + std::strerror(errno) + ")");
+  std::string bytes;
+  char chunk[1 << 16];
+  if (std::fseek(f, 0, SEEK_END) == 0) {
+    const long size = std::ftell(f);
+    if (size > 0) bytes.reserve(static_cast<size_t>(size));
+    std::rewind(f);
+  }
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.append(chunk, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw LoadError(path + ": read error");
+  if (log_load()) std::fprintf(stderr, "[kiln] load_compiled %s: read %.2f ms\n", path.c_str(), ms_since(t));
+  return load_compiled_from_bytes(bytes, path, options);
+}
+
+} // namespace kiln

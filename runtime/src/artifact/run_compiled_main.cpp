@@ -1,0 +1,99 @@
+// kiln-run-compiled: loads an exported model (kiln::export_compiled) and runs
+// it once, linking only kiln_runtime (no MLIR, no LLVM): the separate process
+// of the export tests and of bench/bench_export.cpp.
+//
+//   kiln-run-compiled MODEL.kiln [--input FILE]... [--output-dir DIR] [--info]
+//
+// Each --input is the raw bytes (row-major, little-endian) of one input, in
+// guard order, whose dtype and sizes are the artifact's (a byte count that
+// does not match them is an error; a wrong size is reported by the guard
+// check). Output k is written to DIR/output-<k>.bin. Prints one JSON line:
+// {"load_seconds": ..., "first_run_seconds": ..., "outputs": N}. Exit status
+// 1 with the error on stderr when loading or running fails, 2 on bad usage.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/load_compiled.h"
+
+namespace {
+
+std::string read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw kiln::runtime::LoadError(path + ": cannot open the input file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: kiln-run-compiled MODEL.kiln [--input FILE]... [--output-dir DIR] [--info]\n");
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  const std::string model_path = argv[1];
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  bool info = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--input" && i + 1 < argc) inputs.push_back(argv[++i]);
+    else if (a == "--output-dir" && i + 1 < argc) output_dir = argv[++i];
+    else if (a == "--info") info = true;
+    else return usage();
+  }
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    kiln::LoadedModel model = kiln::load_compiled(model_path);
+    const auto loaded = std::chrono::steady_clock::now();
+    if (info) {
+      std::printf("%s: model %s, Kiln %s, target %s, %zu inputs, %zu outputs, arena %lld bytes, weights %lld bytes\n",
+                  model_path.c_str(), model.model_name().c_str(), model.kiln_version().c_str(), model.target().c_str(),
+                  model.inputs().size(), model.outputs().size(), static_cast<long long>(model.arena_bytes()),
+                  static_cast<long long>(model.weight_bytes()));
+      for (const auto &spec : model.inputs()) {
+        std::printf("  %s: %s [", spec.name.c_str(), kiln::runtime::element_type_name(spec.dtype));
+        for (size_t d = 0; d < spec.sizes.size(); ++d) std::printf("%s%lld", d ? ", " : "", static_cast<long long>(spec.sizes[d]));
+        std::printf("]\n");
+      }
+      return 0;
+    }
+    std::vector<kiln::runtime::HostTensor> xs;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      kiln::runtime::HostTensor x;
+      const std::string bytes = read_file(inputs[k]);
+      x.dtype = k < model.inputs().size() ? model.inputs()[k].dtype : kiln::runtime::ElementType::Float32;
+      x.sizes = k < model.inputs().size() ? model.inputs()[k].sizes : std::vector<int64_t>{};
+      const size_t item = kiln::runtime::element_size(x.dtype);
+      if (static_cast<int64_t>(bytes.size()) != x.numel() * static_cast<int64_t>(item))  // a 1-d tensor of what the file holds
+        x.sizes = {static_cast<int64_t>(bytes.size() / item)};
+      x.data.assign(bytes.begin(), bytes.end());
+      xs.push_back(std::move(x));
+    }
+    const auto run_start = std::chrono::steady_clock::now();
+    std::vector<kiln::runtime::HostTensor> outs = model.run(xs);
+    const auto done = std::chrono::steady_clock::now();
+    if (!output_dir.empty())
+      for (size_t k = 0; k < outs.size(); ++k) {
+        std::ofstream out(output_dir + "/output-" + std::to_string(k) + ".bin", std::ios::binary);
+        out.write(reinterpret_cast<const char *>(outs[k].data.data()), static_cast<std::streamsize>(outs[k].data.size()));
+        if (!out) throw kiln::runtime::LoadError(output_dir + ": cannot write output " + std::to_string(k));
+      }
+    auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    std::printf("{\"load_seconds\": %.6f, \"first_run_seconds\": %.6f, \"load_to_first_output_seconds\": %.6f, "
+                "\"outputs\": %zu}\n",
+                seconds(start, loaded), seconds(run_start, done), seconds(start, done), outs.size());
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "kiln-run-compiled: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,318 @@
+// kiln::export_compiled + kiln::load_compiled (issue 17). The reference is
+// always the compiled model itself: kiln::compile(model) in eval mode under
+// NoGradGuard, in this process; the artifact runs in a separate process
+// (kiln-run-compiled, which links only kiln_runtime) and must give the same
+// bytes. Bad files are checked in process (kiln::load_compiled_from_bytes).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/export.h"
+#include "kiln/kiln.h"
+#include "kiln/load_compiled.h"
+#include "kiln/runtime/Artifact.h"
+#include "models/cnn.h"
+#include "models/gpt.h"
+
+namespace {
+
+using kiln::Tensor;
+
+std::string temp_dir() {
+  char pattern[] = "/tmp/kiln-export-test-XXXXXX";
+  EXPECT_NE(mkdtemp(pattern), nullptr);
+  return pattern;
+}
+
+std::string read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string bytes_of(const Tensor &t) {
+  Tensor c = t.contiguous();
+  return std::string(static_cast<const char *>(c.raw_data()), c.numel() * kiln::itemsize(c.dtype()));
+}
+
+/// The compiled model's own output for `x` (eval, no grad): the reference.
+Tensor compiled_output(const std::shared_ptr<kiln::nn::Module> &model, const Tensor &x) {
+  model->eval();
+  kiln::NoGradGuard no_grad;
+  auto compiled = kiln::compile(model);
+  return compiled->forward(x);
+}
+
+struct ProcessResult {
+  int status = -1;
+  std::string out, err;
+};
+
+/// Runs kiln-run-compiled (a separate process linking only kiln_runtime).
+ProcessResult run_runtime(const std::vector<std::string> &args, const std::string &dir) {
+  std::string command = std::string("'") + KILN_RUN_COMPILED + "'";
+  for (const std::string &a : args) command += " '" + a + "'";
+  command += " >" + dir + "/stdout.txt 2>" + dir + "/stderr.txt";
+  ProcessResult r;
+  const int raw = std::system(command.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read_file(dir + "/stdout.txt");
+  r.err = read_file(dir + "/stderr.txt");
+  return r;
+}
+
+/// Exports `model` for `x`, runs it in a separate process and compares the
+/// output bytes with the compiled model's.
+void expect_bit_identical(const std::shared_ptr<kiln::nn::Module> &model, const Tensor &x, const std::string &name) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/" + name + ".kiln";
+  kiln::ExportReport report = kiln::export_compiled(model, {x}, path);
+  EXPECT_GT(report.num_kernels, 0);
+  EXPECT_EQ(report.bytes, static_cast<int64_t>(read_file(path).size()));
+  const Tensor expected = compiled_output(model, x);
+  write_file(dir + "/input-0.bin", bytes_of(x));
+  ProcessResult r = run_runtime({path, "--input", dir + "/input-0.bin", "--output-dir", dir}, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("load_to_first_output_seconds"), std::string::npos) << r.out;
+  const std::string got = read_file(dir + "/output-0.bin");
+  const std::string want = bytes_of(expected);
+  ASSERT_EQ(got.size(), want.size()) << name;
+  EXPECT_TRUE(got == want) << name << ": the exported model's output differs from the compiled model's";
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+std::shared_ptr<kiln::nn::Module> digits_mlp() {
+  using namespace kiln::nn;
+  return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(64, 128), std::make_shared<ReLU>(), std::make_shared<Linear>(128, 10)});
+}
+
+std::shared_ptr<kiln::nn::Module> small_gpt() {
+  return std::make_shared<kiln::models::GPT>(/*vocab=*/17, /*context=*/16, /*layers=*/2, /*d_model=*/32, /*heads=*/2,
+                                             /*dropout=*/0.1);
+}
+
+Tensor gpt_tokens() {
+  std::vector<int64_t> idx;
+  for (int i = 0; i < 2 * 16; ++i) idx.push_back((i * 7 + 3) % 17);
+  return kiln::tensor(idx, {2, 16});
+}
+
+TEST(ExportCompiled, DigitsMlpBitIdenticalInSeparateProcess) {
+  kiln::manual_seed(1);
+  expect_bit_identical(digits_mlp(), kiln::randn({32, 64}), "mlp");
+}
+
+TEST(ExportCompiled, GptBitIdenticalInSeparateProcess) {
+  kiln::manual_seed(2);
+  expect_bit_identical(small_gpt(), gpt_tokens(), "gpt");
+}
+
+TEST(ExportCompiled, CnnBitIdenticalInSeparateProcess) {
+  kiln::manual_seed(3);
+  auto cnn = std::make_shared<kiln::models::DigitsCNN>(8);
+  // Batch-norm statistics that are not the initial 0/1, so eval's
+  // normalization is exercised: a few training-mode forwards update them.
+  for (int i = 0; i < 3; ++i) cnn->forward(kiln::randn({4, 1, 8, 8}));
+  expect_bit_identical(cnn, kiln::randn({4, 1, 8, 8}), "cnn");
+}
+
+TEST(ExportCompiled, SameModelGivesSameBytes) {
+  kiln::manual_seed(4);
+  auto model = small_gpt();
+  const std::string dir = temp_dir();
+  kiln::export_compiled(model, {gpt_tokens()}, dir + "/a.kiln");
+  kiln::export_compiled(model, {gpt_tokens()}, dir + "/b.kiln");
+  const std::string a = read_file(dir + "/a.kiln"), b = read_file(dir + "/b.kiln");
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "two exports of one model differ";
+  // Another input of the same shape and dtype traces the same graph.
+  kiln::export_compiled(model, {kiln::tensor(std::vector<int64_t>(32, 1), {2, 16})}, dir + "/c.kiln");
+  EXPECT_TRUE(a == read_file(dir + "/c.kiln"));
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+/// One exported MLP, shared by the checks below.
+class ExportedMlp : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    kiln::manual_seed(5);
+    dir_ = temp_dir();
+    model_ = digits_mlp();
+    kiln::export_compiled(model_, {kiln::randn({8, 64})}, dir_ + "/mlp.kiln");
+    bytes_ = read_file(dir_ + "/mlp.kiln");
+  }
+  static void TearDownTestSuite() { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  static std::string load_error(const std::string &bytes) {
+    try {
+      kiln::load_compiled_from_bytes(bytes, "bad.kiln");
+    } catch (const kiln::runtime::LoadError &e) {
+      return e.what();
+    }
+    return "";
+  }
+  /// `bytes_` re-written with `edit` applied to its decoded contents (a
+  /// valid checksum, so the check under test is the one that fires).
+  template <class Edit> static std::string rewritten(Edit edit) {
+    kiln::runtime::artifact::Contents c;
+    std::string error;
+    kiln::runtime::artifact::ReadOptions options;
+    EXPECT_TRUE(kiln::runtime::artifact::read_artifact(bytes_, "mlp.kiln", options, &c, &error)) << error;
+    edit(c);
+    return kiln::runtime::artifact::write_artifact(c);
+  }
+  static std::string dir_, bytes_;
+  static std::shared_ptr<kiln::nn::Module> model_;
+};
+std::string ExportedMlp::dir_, ExportedMlp::bytes_;
+std::shared_ptr<kiln::nn::Module> ExportedMlp::model_;
+
+TEST_F(ExportedMlp, RunsInProcessLikeTheCompiledModel) {
+  kiln::manual_seed(6);
+  const Tensor x = kiln::randn({8, 64});
+  kiln::LoadedModel m = kiln::load_compiled(dir_ + "/mlp.kiln");
+  ASSERT_EQ(m.inputs().size(), 1u);
+  EXPECT_EQ(m.inputs()[0].sizes, (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(m.outputs()[0].sizes, (std::vector<int64_t>{8, 10}));
+  EXPECT_EQ(m.model_name(), model_->name());
+  EXPECT_EQ(m.weight_bytes(), (64 * 128 + 128 + 128 * 10 + 10) * 4);
+  std::vector<kiln::runtime::HostTensor> out = m.run({kiln::runtime::HostTensor::from_floats(x.to_vector<float>(), {8, 64})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to_floats(), compiled_output(model_, x).to_vector<float>());
+}
+
+TEST_F(ExportedMlp, InputsAreCheckedAgainstTheGuards) {
+  kiln::LoadedModel m = kiln::load_compiled_from_bytes(bytes_, "mlp.kiln");
+  auto error_of = [&](const std::vector<kiln::runtime::HostTensor> &xs) {
+    try {
+      m.run(xs);
+    } catch (const kiln::runtime::LoadError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  using kiln::runtime::ElementType;
+  using kiln::runtime::HostTensor;
+  EXPECT_EQ(error_of({HostTensor::zeros(ElementType::Float32, {16, 64})}),
+            "mlp.kiln: input 0: expected float32 [8, 64], got float32 [16, 64]");
+  EXPECT_EQ(error_of({HostTensor::zeros(ElementType::Float64, {8, 64})}),
+            "mlp.kiln: input 0: expected float32 [8, 64], got float64 [8, 64]");
+  EXPECT_EQ(error_of({}), "mlp.kiln: run: expected 1 input tensors, got 0");
+  HostTensor short_data = HostTensor::zeros(ElementType::Float32, {8, 64});
+  short_data.data.resize(10);
+  EXPECT_EQ(error_of({short_data}), "mlp.kiln: input 0: holds 10 bytes, expected 2048 for [8, 64]");
+}
+
+TEST_F(ExportedMlp, BadFilesAreRejectedWithAClearMessage) {
+  EXPECT_EQ(load_error(""), "bad.kiln: not a Kiln exported model (expected the magic 'KILNEXP' in the first 8 bytes; "
+                            "write one with kiln::export_compiled)");
+  EXPECT_NE(load_error(bytes_.substr(0, bytes_.size() / 2)).find("bad.kiln: truncated: the header says"), std::string::npos);
+  EXPECT_NE(load_error(bytes_.substr(0, 20)).find("truncated"), std::string::npos);
+  // A flipped byte anywhere (header, sections, padding, trailer) fails.
+  for (size_t at : {size_t(40), size_t(200), bytes_.size() / 2, bytes_.size() - 100, bytes_.size() - 1}) {
+    std::string flipped = bytes_;
+    flipped[at] ^= 0x10;
+    EXPECT_FALSE(load_error(flipped).empty()) << "flipped byte " << at;
+  }
+  std::string flipped = bytes_;
+  flipped[bytes_.size() / 2] ^= 1;
+  EXPECT_NE(load_error(flipped).find("checksum mismatch"), std::string::npos) << load_error(flipped);
+  std::string version = bytes_;
+  version[8] = 7;
+  EXPECT_EQ(load_error(version), "bad.kiln: format version 7, this runtime reads version 1 (export the model again "
+                                 "with this Kiln)");
+  EXPECT_NE(load_error(read_file(KILN_SOURCE_DIR "/data/digits.csv.gz")).find("not a Kiln exported model"),
+            std::string::npos);
+}
+
+TEST_F(ExportedMlp, WrongIsaIsRejected) {
+  std::string isa = rewritten([](kiln::runtime::artifact::Contents &c) {
+    c.cpu_features.push_back("zz-feature-no-cpu-has");
+  });
+  EXPECT_EQ(load_error(isa), "bad.kiln: wrong ISA: the kernels were compiled for a CPU with zz-feature-no-cpu-has, "
+                             "which this CPU lacks (export the model on a machine like this one)");
+  std::string target = rewritten([](kiln::runtime::artifact::Contents &c) { c.target = "aarch64-linux"; });
+  EXPECT_EQ(load_error(target), "bad.kiln: exported for target 'aarch64-linux', this runtime runs 'x86_64-linux' "
+                                "object code");
+  std::string machine = rewritten([](kiln::runtime::artifact::Contents &c) { c.kernels[18] = static_cast<char>(183); });
+  EXPECT_EQ(load_error(machine), "bad.kiln: kernels: wrong ISA: object code for ELF machine 183, expected x86-64 (62)");
+}
+
+TEST_F(ExportedMlp, MalformedSectionsAreRejected) {
+  std::string no_kernels = rewritten([](kiln::runtime::artifact::Contents &c) { c.kernels = "\x7f" "ELF"; });
+  EXPECT_NE(load_error(no_kernels).find("kernels: truncated ELF object"), std::string::npos) << load_error(no_kernels);
+  std::string program = rewritten([](kiln::runtime::artifact::Contents &c) { c.program = "{\"steps\": 3}"; });
+  EXPECT_NE(load_error(program).find("bad.kiln: program:"), std::string::npos) << load_error(program);
+  std::string weights = rewritten([](kiln::runtime::artifact::Contents &c) { c.safetensors.resize(c.safetensors.size() - 4); });
+  EXPECT_NE(load_error(weights).find("bad.kiln: weights: tensor"), std::string::npos) << load_error(weights);
+  std::string missing = rewritten([](kiln::runtime::artifact::Contents &c) { c.weights[0] = "nope"; });
+  EXPECT_EQ(load_error(missing), "bad.kiln: weights: tensor 'nope' is missing from the safetensors section");
+}
+
+TEST_F(ExportedMlp, SeparateProcessReportsBadFiles) {
+  write_file(dir_ + "/truncated.kiln", bytes_.substr(0, 100));
+  ProcessResult r = run_runtime({dir_ + "/truncated.kiln"}, dir_);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("truncated.kiln: truncated: the header says"), std::string::npos) << r.err;
+  write_file(dir_ + "/small-input.bin", std::string(16, '\0'));
+  r = run_runtime({dir_ + "/mlp.kiln", "--input", dir_ + "/small-input.bin"}, dir_);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("input 0: expected float32 [8, 64], got float32 [4]"), std::string::npos) << r.err;
+}
+
+TEST(ExportCompiled, WorksWithTheKernelCacheOff) {
+  // KILN_CACHE_DIR= turns the cache off: the export compiles into a
+  // temporary cache folder of its own and removes it. KILN_DISABLE_CACHE=1
+  // turns off every cache, so the export says what to do.
+  const char *old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  setenv("KILN_CACHE_DIR", "", 1);
+  kiln::manual_seed(7);
+  const std::string dir = temp_dir();
+  kiln::ExportReport report = kiln::export_compiled(digits_mlp(), {kiln::randn({4, 64})}, dir + "/off.kiln");
+  EXPECT_GT(report.num_kernels, 0);
+  EXPECT_NO_THROW(kiln::load_compiled(dir + "/off.kiln"));
+  setenv("KILN_DISABLE_CACHE", "1", 1);
+  try {
+    kiln::export_compiled(digits_mlp(), {kiln::randn({4, 64})}, dir + "/never.kiln");
+    ADD_FAILURE() << "no error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_DISABLE_CACHE=1 is set"), std::string::npos) << e.what();
+  }
+  unsetenv("KILN_DISABLE_CACHE");
+  if (old) setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("KILN_CACHE_DIR");
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(ExportCompiled, ErrorsNameTheProblem) {
+  auto model = digits_mlp();
+  try {
+    kiln::export_compiled(model, {}, "/tmp/never.kiln");
+    FAIL() << "no error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("no example inputs"), std::string::npos) << e.what();
+  }
+  try {
+    kiln::export_compiled(model, {kiln::randn({2, 64})}, "/nonexistent-dir/x.kiln");
+    FAIL() << "no error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.kiln"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(model->is_training()) << "export_compiled restores the training flag";
+}
+
+} // namespace
