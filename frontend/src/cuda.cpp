@@ -1,6 +1,7 @@
 // kiln::cuda: the frontend's face of the runtime's availability probe.
 #include "kiln/cuda.h"
 
+#include "cuda_backend_of.h"
 #include "kiln/error.h"
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/cuda/Availability.h"
@@ -11,8 +12,7 @@ bool is_available() { return runtime::cuda::is_available(); }
 int device_count() { return runtime::cuda::device_count(); }
 std::string availability_reason() { return runtime::cuda::availability_reason(); }
 
-namespace {
-runtime::DeviceBackend &backend_of(int device, const char *op) {
+runtime::DeviceBackend &detail::backend_of(int device, const char *op) {
   runtime::DeviceBackend *backend = runtime::find_backend(DeviceType::CUDA);
   KILN_CHECK(backend != nullptr, "kiln::cuda::", op, ": no CUDA backend in this process (",
              runtime::backend_unavailable_reason(DeviceType::CUDA), ")");
@@ -20,6 +20,9 @@ runtime::DeviceBackend &backend_of(int device, const char *op) {
              backend->device_count(), " device(s))");
   return *backend;
 }
+
+namespace {
+using detail::backend_of;
 runtime::Allocator &allocator_of(int device, const char *op) { return backend_of(device, op).allocator(device); }
 } // namespace
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cuda_backend_of.h"
 #include "kiln/error.h"
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
@@ -18,14 +19,7 @@ namespace rc = runtime::cuda;
 
 namespace {
 
-runtime::DeviceBackend &cuda_backend(int device, const char *op) {
-  runtime::DeviceBackend *backend = runtime::find_backend(DeviceType::CUDA);
-  KILN_CHECK(backend != nullptr, "kiln::cuda::", op, ": no CUDA backend in this process (",
-             runtime::backend_unavailable_reason(DeviceType::CUDA), ")");
-  KILN_CHECK(device >= 0 && device < backend->device_count(), "kiln::cuda::", op, ": no device cuda:", device, " (",
-             backend->device_count(), " device(s))");
-  return *backend;
-}
+using detail::backend_of;
 
 /// The capture stream of `device`, made on first use and kept for the
 /// process (torch.cuda.graph's default capture stream).
@@ -53,7 +47,7 @@ template <class F> void as_kiln_error(const char *op, F &&body) {
 } // namespace
 
 uint64_t graph_pool_handle(int device) {
-  cuda_backend(device, "graph_pool_handle");
+  backend_of(device, "graph_pool_handle");
   uint64_t id = 0;
   as_kiln_error("graph_pool_handle", [&] { id = rc::graph_pool_handle(device); });
   return id;
@@ -68,7 +62,7 @@ struct Graph::Impl {
 };
 
 Graph::Graph(int device) {
-  runtime::DeviceBackend &backend = cuda_backend(device, "Graph");
+  runtime::DeviceBackend &backend = backend_of(device, "Graph");
   as_kiln_error("Graph", [&] { impl_ = std::make_unique<Impl>(device, backend); });
 }
 

@@ -34,19 +34,6 @@ Device rank_device(int rank) {
   return Device(DeviceType::CUDA, real_cuda() ? rank % std::max(1, kiln::cuda::device_count()) : 0);
 }
 
-/// Two heads; forward uses only the first (find_unused_parameters).
-class TwoHeads : public nn::Module {
-public:
-  TwoHeads() {
-    manual_seed(7);
-    used = register_module("used", std::make_shared<nn::Linear>(kIn, kOut));
-    unused = register_module("unused", std::make_shared<nn::Linear>(kIn, kOut));
-  }
-  Tensor forward(const Tensor &x) override { return used->forward(x); }
-  std::string name() const override { return "TwoHeads"; }
-  std::shared_ptr<nn::Linear> used, unused;
-};
-
 /// The relative tolerance against the cpu: 1e-5 on the simulator (its GEMM
 /// is the cpu's; the pointwise kernels round as the cpu); 1e-4 on a GPU,
 /// whose GEMMs sum in another order.

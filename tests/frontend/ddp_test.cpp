@@ -29,19 +29,6 @@
 namespace kiln::distributed_test {
 namespace {
 
-/// Two heads; forward uses only the first (find_unused_parameters).
-class TwoHeads : public nn::Module {
-public:
-  TwoHeads() {
-    manual_seed(7);
-    used = register_module("used", std::make_shared<nn::Linear>(kIn, kOut));
-    unused = register_module("unused", std::make_shared<nn::Linear>(kIn, kOut));
-  }
-  Tensor forward(const Tensor &x) override { return used->forward(x); }
-  std::string name() const override { return "TwoHeads"; }
-  std::shared_ptr<nn::Linear> used, unused;
-};
-
 /// 20 SGD steps with DDP on this rank's rows vs one process on all rows;
 /// `accumulate`: each step is two no_sync micro-batches plus a synced one.
 /// find_unused_parameters: 10 steps with a head the forward never uses.

@@ -27,6 +27,20 @@ constexpr int64_t kGlobalBatch = 12, kIn = 8, kOut = 4;
 /// Linear(8, hidden) -> ReLU -> Linear(hidden, 4), seeded (the same on every rank).
 std::shared_ptr<nn::Module> make_model(int64_t hidden = 16);
 
+/// Two Linear(8, 4) heads, seeded; forward uses only the first
+/// (find_unused_parameters: the second never gets a gradient).
+class TwoHeads : public nn::Module {
+public:
+  TwoHeads() {
+    manual_seed(7);
+    used = register_module("used", std::make_shared<nn::Linear>(kIn, kOut));
+    unused = register_module("unused", std::make_shared<nn::Linear>(kIn, kOut));
+  }
+  Tensor forward(const Tensor &x) override { return used->forward(x); }
+  std::string name() const override { return "TwoHeads"; }
+  std::shared_ptr<nn::Linear> used, unused;
+};
+
 /// The global batch of step `s`: x [12, 8], y [12, 4].
 std::pair<Tensor, Tensor> batch(int s);
 
