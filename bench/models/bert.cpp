@@ -50,8 +50,8 @@ public:
     head_ = register_module("head", std::make_shared<nn::Linear>(kDModel, kVocab));
   }
   Tensor forward(const Tensor &ids) override {
-    const Tensor padding = eq(ids, scalar_tensor(kPad, kInt64));
-    Tensor x = ln_->forward(tok_->forward(ids) + pos_->forward(arange(ids.size(1))));
+    const Tensor padding = eq(ids, scalar_tensor(kPad, kInt64, ids.device()));
+    Tensor x = ln_->forward(tok_->forward(ids) + pos_->forward(arange(ids.size(1), kInt64, ids.device())));
     for (int64_t i = 0; i < kLayers; ++i) x = layers_->at<EncoderLayer>(i)->forward(x, padding);
     return head_->forward(x);
   }

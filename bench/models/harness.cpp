@@ -24,9 +24,10 @@ struct Variant {
   std::vector<double> ms_per_step;  ///< one per repetition
   int64_t peak_step_bytes = 0;      ///< the largest over repetitions
 
-  Variant(const ModelSpec &spec, bool compile) {
+  Variant(const ModelSpec &spec, bool compile, Device device) {
     manual_seed(0);
     model = spec.make_model();
+    if (device != kCPU) model->to(device);
     if (compile) model = compiled = kiln::compile(model);
     opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions(spec.lr));
   }
@@ -50,6 +51,25 @@ struct Variant {
   }
 };
 
+/// Where --device puts the models and batches (cuda-sim: cuda:0 on the simulator).
+Device zoo_device(const Args &args) { return args.device == "cpu" ? kCPU : Device(DeviceType::CUDA, 0); }
+
+/// The model's batch (after manual_seed(1)): its first --batch rows, on --device.
+Batch make_batch(const ModelSpec &spec, const Args &args) {
+  manual_seed(1);
+  Batch batch = spec.make_batch();
+  if (args.batch > 0 && args.batch < batch.input.size(0)) {
+    batch.input = batch.input.narrow(0, 0, args.batch).contiguous();
+    batch.target = batch.target.narrow(0, 0, args.batch).contiguous();
+  }
+  const Device device = zoo_device(args);
+  if (device != kCPU) {
+    batch.input = batch.input.to(device);
+    batch.target = batch.target.to(device);
+  }
+  return batch;
+}
+
 json graph_report(const CompiledModule &compiled) {
   const CompileStats &s = compiled.stats();
   json breaks = json::array();
@@ -63,9 +83,8 @@ json graph_report(const CompiledModule &compiled) {
 
 /// The measurements of one model (harness.h).
 json measure(const ModelSpec &spec, const Args &args) {
-  Variant eager(spec, false), compiled(spec, true);
-  manual_seed(1);
-  const Batch batch = spec.make_batch();
+  Variant eager(spec, false, zoo_device(args)), compiled(spec, true, zoo_device(args));
+  const Batch batch = make_batch(spec, args);
   int64_t parameters = 0;
   for (const Tensor &p : eager.model->parameters()) parameters += p.numel();
   json out = {{"description", spec.description}, {"parameters", parameters}};
@@ -104,10 +123,9 @@ json measure(const ModelSpec &spec, const Args &args) {
 }
 
 /// The loss of each of `steps` eager training steps on one batch (--loss-steps).
-json loss_curve(const ModelSpec &spec, int steps) {
-  Variant eager(spec, false);
-  manual_seed(1);
-  const Batch batch = spec.make_batch();
+json loss_curve(const ModelSpec &spec, const Args &args, int steps) {
+  Variant eager(spec, false, zoo_device(args));
+  const Batch batch = make_batch(spec, args);
   json losses = json::array();
   for (int i = 0; i < steps; ++i) losses.push_back(eager.step(spec, batch));
   return {{"description", spec.description}, {"losses", losses}};
@@ -166,10 +184,9 @@ double first_step_difference(const ModelSpec &spec, Variant &eager, Variant &com
 /// the loss of each of N AdamW steps, all at kCheckTolerance relative; no
 /// graph break. Throws kiln::Error naming the first difference.
 constexpr double kCheckTolerance = 1e-4;
-json check_against_eager(const ModelSpec &spec, int steps) {
-  Variant eager(spec, false), compiled(spec, true);
-  manual_seed(1);
-  const Batch batch = spec.make_batch();
+json check_against_eager(const ModelSpec &spec, const Args &args, int steps) {
+  Variant eager(spec, false, zoo_device(args)), compiled(spec, true, zoo_device(args));
+  const Batch batch = make_batch(spec, args);
   std::string worst;
   const double first = first_step_difference(spec, eager, compiled, batch, &worst);
   KILN_CHECK(first <= kCheckTolerance, "kiln-zoo --check-steps: ", spec.name, ": compiled ", worst, " differs from ",
@@ -185,7 +202,8 @@ json check_against_eager(const ModelSpec &spec, int steps) {
              compiled.compiled->graph_breaks().front());
   std::fprintf(stderr, "kiln-zoo: %s: compiled matches eager (first step %.2e relative; %d steps, final loss %.6f)\n",
                spec.name.c_str(), first, steps, losses.back()[0].get<double>());
-  return {{"first_step_relative_difference", first}, {"losses_eager_compiled", losses}, {"graph_breaks", 0}};
+  return {{"first_step_relative_difference", first}, {"losses_eager_compiled", losses}, {"graph_breaks", 0},
+          {"device", args.device}, {"batch", batch.input.size(0)}};
 }
 
 json context_report() {
@@ -221,6 +239,7 @@ bool register_model(ModelSpec spec) {
 
 int zoo_main(int argc, char **argv) {
   const Args args = parse_args(argc, argv, "kiln-zoo", model_names());
+  if (args.device == "cuda-sim") ::setenv("KILN_CUDA_SIM", "1", 1);  // before the first CUDA call
   if (args.list) {
     for (const auto &[name, spec] : registry()) std::printf("%-8s %s\n", name.c_str(), spec.description.c_str());
     return 0;
@@ -231,9 +250,9 @@ int zoo_main(int argc, char **argv) {
       if (!args.model.empty() && name != args.model) continue;
       std::fprintf(stderr, "kiln-zoo: %s ...\n", name.c_str());
       if (args.check_steps > 0)
-        report["models"][name] = check_against_eager(spec, args.check_steps);
+        report["models"][name] = check_against_eager(spec, args, args.check_steps);
       else
-        report["models"][name] = args.loss_steps > 0 ? loss_curve(spec, args.loss_steps) : measure(spec, args);
+        report["models"][name] = args.loss_steps > 0 ? loss_curve(spec, args, args.loss_steps) : measure(spec, args);
     }
   } catch (const Error &e) {
     std::fprintf(stderr, "kiln-zoo: error: %s\n", e.what());

@@ -19,7 +19,7 @@ constexpr int kMinStepsPerRep = 2, kMaxStepsPerRep = 500;
 [[noreturn]] void usage(const std::string &program, const std::string &msg) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] "
-               "[--loss-steps N] [--check-steps N]\n",
+               "[--loss-steps N] [--check-steps N] [--device cpu|cuda|cuda-sim] [--batch B]\n",
                program.c_str(), msg.c_str(), program.c_str());
   std::exit(2);
 }
@@ -41,10 +41,15 @@ Args parse_args(int argc, char **argv, const std::string &program, const std::ve
     else if (k == "--list") a.list = true;
     else if (k == "--loss-steps") a.loss_steps = std::stoi(value());
     else if (k == "--check-steps") a.check_steps = std::stoi(value());
+    else if (k == "--device") a.device = value();
+    else if (k == "--batch") a.batch = std::stoi(value());
     else usage(program, "unknown argument " + k);
   }
   if (a.reps < 1 || !(a.rep_seconds > 0)) usage(program, "--reps and --rep-seconds must be positive");
   if (a.loss_steps < 0) usage(program, "--loss-steps must be 0 (time the steps) or positive");
+  if (a.device != "cpu" && a.device != "cuda" && a.device != "cuda-sim")
+    usage(program, "unknown device '" + a.device + "' (cpu, cuda or cuda-sim)");
+  if (a.batch < 0) usage(program, "--batch must be 0 (the model's batch) or positive");
   if (a.check_steps < 0) usage(program, "--check-steps must be 0 (time the steps) or positive");
   if (!a.model.empty() && std::find(models.begin(), models.end(), a.model) == models.end())
     usage(program, "no zoo model named '" + a.model + "'");

@@ -33,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 /// The command line of a zoo binary:
 ///   PROGRAM [--model NAME] [--reps R] [--rep-seconds S] [--json PATH] [--list] [--loss-steps N] [--check-steps N]
+///           [--device cpu|cuda|cuda-sim] [--batch B]
 struct Args {
   std::string model;  ///< empty: all
   int reps = 5;
@@ -41,6 +42,10 @@ struct Args {
   bool list = false;
   int loss_steps = 0;  ///< > 0: train N eager steps and report their losses instead of timing
   int check_steps = 0;  ///< > 0 (kiln-zoo): check compiled against eager over N steps instead of timing
+  /// kiln-zoo: where the models and batches live: "cpu", "cuda", or
+  /// "cuda-sim" (cuda:0 served by the CUDA-on-CPU simulator: sets KILN_CUDA_SIM=1).
+  std::string device = "cpu";
+  int batch = 0;  ///< > 0 (kiln-zoo): the first B rows of each model's batch (small runs, e.g. on the simulator)
 };
 
 /// Parses argv; `models` are the registered names (--model must be one).

@@ -134,6 +134,7 @@ std::string Options::str() const {
   std::ostringstream os;
   os << "budget=" << memory_budget << " remat=" << remat << " autocast=" << dtype_name(autocast)
      << " batch2=" << batch2;
+  if (!device.is_cpu()) os << " device=" << device_type_name(device.type) << ":" << device.index;
   if (compiled) os << " compiled=1";
   return os.str();
 }
@@ -151,7 +152,10 @@ Options Options::parse(const std::string &text) {
     else if (k == "batch2") o.batch2 = std::stoll(v);
     else if (k == "autocast") o.autocast = v == "bfloat16" ? kBFloat16 : v == "float16" ? kFloat16 : kFloat32;
     else if (k == "compiled") o.compiled = v == "1";
-    else throw Error("kiln-fuzz: unknown option '" + k + "' (budget, remat, autocast, batch2, compiled)");
+    else if (k == "device") {
+      KILN_CHECK(v == "cpu" || v.rfind("cuda", 0) == 0, "kiln-fuzz: bad device '", v, "' (cpu or cuda:N)");
+      o.device = v == "cpu" ? kCPU : Device(DeviceType::CUDA, v.size() > 5 ? std::stoi(v.substr(5)) : 0);
+    } else throw Error("kiln-fuzz: unknown option '" + k + "' (budget, remat, autocast, batch2, device, compiled)");
   }
   return o;
 }

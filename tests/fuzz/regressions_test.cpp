@@ -226,3 +226,17 @@ TEST(FuzzHarness, LayerNormOfAConstantRowIsIllConditioned) {
   Options o = Options::parse("budget=1 remat=0 autocast=float32 batch2=0");
   EXPECT_EQ(check(p, o, 5719717678778588910u).status, Verdict::IllConditioned);
 }
+
+// ---- compiled on a device (kiln-fuzz --device cuda-sim --compiled) ----------------
+
+// A graph break (item) after a segment with two outputs that require grad,
+// v1 and its sum: only v1 gets a gradient, and the compiled backward of the
+// segment fed the sum's undefined gradient as zeros made on the cpu ("input
+// 2: expected a tensor on cuda:0, got cpu"). CompiledBackward now makes the
+// zeros, and moves a gradient that arrives elsewhere, on the output's device.
+// Seed 2 graphs 13, 30, 47 and 81 failed so.
+TEST(FuzzRegression, Seed2_Graph13) {
+  expect_compiled_matches_eager("B=2 x[2,4]g ; neg(0;;0x0p+0) item_scale(1;;0x0p+0)",
+                                "budget=1 remat=1 autocast=float32 batch2=0 device=cuda:0 compiled=1",
+                                10626011216987448472u);
+}

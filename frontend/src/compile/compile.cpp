@@ -292,6 +292,7 @@ std::vector<Tensor> CompiledModule::run_artifact(const std::shared_ptr<Artifact>
     with_grad.push_back(outputs[k]);
     node->output_shapes.push_back(outputs[k].sizes());
     node->output_types.push_back(artifact->output_types[k]);
+    node->output_devices.push_back(outputs[k].device());
   }
   TensorList grad_targets;
   for (int pos : artifact->grad_inputs)

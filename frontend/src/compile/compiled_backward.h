@@ -23,6 +23,11 @@ struct CompiledBackward : autograd::Node {
   std::string module_name;  ///< for profiler events
   std::vector<Shape> output_shapes;
   std::vector<DType> output_types;
+  /// The device of each output: an undefined gradient becomes zeros there,
+  /// and a gradient that arrives elsewhere (an eager op after a graph break
+  /// that made it on the cpu) is moved there; the backward executable runs on
+  /// one device.
+  std::vector<Device> output_devices;
   /// Graph-break segments (several outputs): reach[k][i] tells whether a
   /// gradient flows from output k to gradient target i. A target that only
   /// outputs without a gradient this backward reach (a value computed and
@@ -47,7 +52,9 @@ struct CompiledBackward : autograd::Node {
     const bool donate = releases_after_apply;
     args.insert(args.end(), saved.begin(), saved.end());
     for (size_t i = 0; i < grad_outputs.size(); ++i) {
-      Tensor g = grad_outputs[i].defined() ? grad_outputs[i] : zeros(output_shapes[i], output_types[i]);
+      const Device device = i < output_devices.size() ? output_devices[i] : kCPU;
+      Tensor g = grad_outputs[i].defined() ? grad_outputs[i] : zeros(output_shapes[i], output_types[i], device);
+      if (g.device() != device) g = g.to(device);
       args.push_back(to_view(g.to(output_types[i])));
     }
     std::string error;

@@ -168,6 +168,7 @@ void CompiledModule::run_segment(const Segment &segment, SegmentCall &call) {
     outs.push_back(call.holders[k]);
     node->output_shapes.push_back(call.holders[k].sizes());
     node->output_types.push_back(call.holders[k].dtype());
+    node->output_devices.push_back(call.holders[k].device());
   }
   TensorList targets;
   for (int pos : artifact.grad_inputs) targets.push_back(call.inputs[pos]);
