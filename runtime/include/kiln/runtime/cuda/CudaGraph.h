@@ -76,6 +76,11 @@ namespace kiln::runtime::cuda {
 /// there is no CUDA backend.
 GraphPoolId graph_pool_handle(int device = 0);
 
+/// The stream a CudaGraph of this thread is capturing on `device`
+/// (kDefaultStream when none): LaunchExecutable::run skips its closing
+/// synchronize on it (a capturing stream cannot be synchronized).
+StreamHandle capturing_stream(int device);
+
 class CudaGraph {
 public:
   /// A graph on CUDA device `device` of the registered CUDA backend (its
