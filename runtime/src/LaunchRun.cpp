@@ -289,9 +289,17 @@ bool LaunchExecutable::usesDonatingPlan(const std::vector<TensorView> &inputs) c
 }
 
 bool LaunchExecutable::checkIndices(const Launch &l, RunState &state, std::string *error) const {
-  if (!l.checks.empty() && state.capturing)
-    return set_error(error, "launch " + l.name + " checks its indices: reading the status word on the host needs a "
-                            "stream synchronize, which a CUDA graph capture cannot record");
+  if (state.capturing) { // no host read in a capture: the capturer reads the status words after each replay
+    for (const auto &[slot, check] : l.checks) {
+      const IndexCheck c = check;
+      const size_t n = sizeof(int64_t) * kIndexStatusElements;
+      std::shared_ptr<Buffer> copy = Buffer::make(n, state.backend.allocator(device_.index));
+      state.backend.copy_async(copy->data(), device_, state.values[slot].data(), device_, n, state.stream);
+      cuda::deferred_index_checks().push_back(
+          {copy->data(), copy, [c](int64_t bad) { return kIndexErrorPrefix + index_error(c, bad); }});
+    }
+    return true;
+  }
   for (const auto &[slot, check] : l.checks) {
     int64_t status[kIndexStatusElements] = {0, 0};
     const TensorView &v = state.values[slot];

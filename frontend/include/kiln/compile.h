@@ -211,10 +211,11 @@ struct CompileOptions {
   /// overwrites a tensor the caller holds (unlike PyTorch's documented
   /// "outputs are overwritten by the next replay"; the copy costs one
   /// device-to-device copy per output). Fallback: a capture that fails
-  /// (an op that cannot be captured or synchronizes the stream, e.g. an
-  /// index-check status read or a CPU fallback of the simulator) runs
-  /// that shape with stream launches from then on, with the reason in
-  /// kiln::explain ("cuda graphs: ... fell back: <reason>"). Shape-generic
+  /// (an op that cannot be captured or synchronizes the stream; index
+  /// checks are read after each replay, the simulator's CPU fallbacks are
+  /// captured as host functions) runs that shape with stream launches from
+  /// then on, with the reason in kiln::explain ("fell back to stream
+  /// launches: <reason>"). Graph-break segments: stream launches. Shape-generic
   /// (automatic dynamic) artifacts never use CUDA graphs (explain says so).
   /// CPU and other devices: ignored. false: stream launches always.
   bool cuda_graphs = true;

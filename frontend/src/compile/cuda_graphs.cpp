@@ -1,6 +1,7 @@
 // compile/cuda_graphs.cpp - CompileOptions::cuda_graphs (cuda_graphs.h).
 #include "compile/cuda_graphs.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -158,6 +159,19 @@ private:
       results.push_back(std::move(r));
     }
     run_stream.synchronize(); // as a stream-launched run: results ready on return
+    // Index checks (gathers, scatter_add) read after the replay: the first bad
+    // one is the run's error, as with stream launches.
+    for (const rc::DeferredIndexCheck &check : checks_) {
+      int64_t status[2] = {0, 0};
+      if (backend.host_accessible())
+        std::memcpy(status, check.status, sizeof(status));
+      else
+        backend.copy(status, kCPU, check.status, device, sizeof(status));
+      if (status[0] != 0) {
+        if (error) *error = check.message(status[1]);
+        return {};
+      }
+    }
     if (hooks && hooks->on_output_ready)
       for (size_t i = 0; i < results.size(); ++i) hooks->on_output_ready(static_cast<int>(i), results[i]);
     return results;
@@ -220,8 +234,13 @@ private:
       std::vector<TensorView> outputs;
       {
         rc::StreamGuard current(dev, rc::stream_handle(*graphs_->capture_stream));
+        rc::deferred_index_checks().clear();
         graph_->capture_begin(*graphs_->capture_stream, graphs_->pool);
         try {
+          // Tests: a host synchronize inside the captured work (what an op
+          // that cannot be captured does), to exercise the fallback.
+          if (std::getenv("KILN_CUDA_GRAPHS_TEST_SYNC_IN_CAPTURE"))
+            api->stream_synchronize(rc::stream_handle(*graphs_->capture_stream));
           outputs = inner_->run(static_inputs_, &error);
         } catch (...) {
           graph_->reset();
@@ -233,6 +252,8 @@ private:
           return error;
         }
         graph_->capture_end();
+        checks_ = std::move(rc::deferred_index_checks());
+        rc::deferred_index_checks().clear();
       }
       static_outputs_ = std::move(outputs);
       (void)device;
@@ -259,6 +280,7 @@ private:
   mutable Phase phase_ = Phase::Warmup;
   mutable std::unique_ptr<rc::CudaGraph> graph_;
   mutable std::vector<TensorView> static_inputs_, static_outputs_;
+  mutable std::vector<rc::DeferredIndexCheck> checks_; ///< status words to read after each replay
 };
 
 } // namespace

@@ -77,6 +77,11 @@ void set_capturing(int device, StreamHandle stream) {
 }
 } // namespace
 
+std::vector<DeferredIndexCheck> &deferred_index_checks() {
+  thread_local std::vector<DeferredIndexCheck> checks;
+  return checks;
+}
+
 StreamHandle capturing_stream(int device) {
   return device >= 0 && device < 64 ? t_capturing[device] : kDefaultStream;
 }
