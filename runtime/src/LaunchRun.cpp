@@ -11,6 +11,9 @@
 #include <string>
 
 #include "kiln/runtime/Profiler.h"
+#include "kiln/runtime/cuda/CudaBackend.h"
+#include "kiln/runtime/cuda/CudaGraph.h"
+#include "kiln/runtime/cuda/CurrentStream.h"
 
 namespace kiln::runtime {
 
@@ -28,6 +31,7 @@ struct LaunchExecutable::RunState {
   std::shared_ptr<Buffer> arena;
   std::vector<std::shared_ptr<Buffer>> owned; ///< per slot: an Owned slot's buffer
   KernelArgs args;                            ///< reused by every kernel launch
+  bool capturing = false;                     ///< the stream is capturing a CUDA graph (no host reads)
 };
 
 namespace {
@@ -285,6 +289,17 @@ bool LaunchExecutable::usesDonatingPlan(const std::vector<TensorView> &inputs) c
 }
 
 bool LaunchExecutable::checkIndices(const Launch &l, RunState &state, std::string *error) const {
+  if (state.capturing) { // no host read in a capture: the capturer reads the status words after each replay
+    for (const auto &[slot, check] : l.checks) {
+      const IndexCheck c = check;
+      const size_t n = sizeof(int64_t) * kIndexStatusElements;
+      std::shared_ptr<Buffer> copy = Buffer::make(n, state.backend.allocator(device_.index));
+      state.backend.copy_async(copy->data(), device_, state.values[slot].data(), device_, n, state.stream);
+      cuda::deferred_index_checks().push_back(
+          {copy->data(), copy, [c](int64_t bad) { return kIndexErrorPrefix + index_error(c, bad); }});
+    }
+    return true;
+  }
   for (const auto &[slot, check] : l.checks) {
     int64_t status[kIndexStatusElements] = {0, 0};
     const TensorView &v = state.values[slot];
@@ -312,9 +327,22 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
     set_error(error, "no device backend registered for " + device_.str());
     return {};
   }
-  Stream &stream = backend->default_stream(device_.index);
+  // CUDA: the thread's current stream of the device (CurrentStream.h), so
+  // a run follows the caller's eager work and can be captured (CudaGraph);
+  // other devices: their default stream.
+  std::unique_ptr<Stream> current;
+  bool capturing = false;
+  if (device_.type == DeviceType::CUDA) {
+    const cuda::StreamHandle handle = cuda::current_stream(device_.index);
+    if (handle != cuda::kDefaultStream) {
+      current = cuda::borrowed_stream(device_.index, handle);
+      capturing = cuda::capturing_stream(device_.index) == handle;
+    }
+  }
+  Stream &stream = current ? *current : backend->default_stream(device_.index);
   RunState state{donating ? donating_plans_ : plans_, *backend, stream, std::vector<TensorView>(types_.size()), {},
                  {}, {}};
+  state.capturing = capturing;
   if (!bindInputs(inputs, state, error))
     return {};
   allocatePlanned(state, donating ? donating_arena_bytes_ : arena_bytes_);
@@ -334,7 +362,8 @@ std::vector<TensorView> LaunchExecutable::runWith(const std::vector<TensorView> 
                       profiler.now_us() - start_us);
     reportReady(next_ready, static_cast<int>(i), state, hooks);
   }
-  stream.synchronize();
+  if (!capturing) // a capturing stream cannot be synchronized: the replay's caller does
+    stream.synchronize();
 
   std::vector<TensorView> results;
   results.reserve(outputs_.size());

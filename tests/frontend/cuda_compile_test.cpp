@@ -300,3 +300,211 @@ TEST_F(CudaCompile, BiasGeluFoldedIntoTheGemmEpilogueEqualsUnfused) {
 
 } // namespace
 } // namespace kiln
+
+// CompileOptions::cuda_graphs on the simulator: the compiled forward and
+// backward captured once into a CUDA graph and replayed, against the same
+// training with stream launches (cuda_graphs = false) and the CPU target.
+namespace kiln {
+namespace {
+
+/// LayerNorm(32) -> GELU with the mean square as the loss: row kernels and
+/// column reductions only, no GEMM (the simulator's GEMM is a host fallback
+/// that synchronizes the stream, which a capture refuses, as on a GPU a
+/// host sync would be).
+std::shared_ptr<nn::Module> make_norm_gelu() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::LayerNorm>(Shape{32}), std::make_shared<nn::GELU>("tanh")});
+}
+
+struct GraphRuns {
+  TrainRun cpu, on, off;
+  std::string explain_on;
+};
+
+/// The training `run(device, options)` on the CPU, on cuda-sim with CUDA
+/// graphs on and off: every step's loss within 1e-4 relative of the CPU's;
+/// on and off bit for bit (the replay runs the same kernels on the same data).
+GraphRuns expect_graphs_on_off_and_cpu_agree(
+    const std::function<TrainRun(Device, const CompileOptions &, std::string *)> &run) {
+  GraphRuns r;
+  CompileOptions on, off;
+  off.cuda_graphs = false;
+  r.cpu = run(kCPU, on, nullptr);
+  auto t0 = std::chrono::steady_clock::now();
+  r.on = run(kCuda0, on, &r.explain_on);
+  auto t1 = std::chrono::steady_clock::now();
+  r.off = run(kCuda0, off, nullptr);
+  auto t2 = std::chrono::steady_clock::now();
+  EXPECT_EQ(r.on.losses.size(), r.cpu.losses.size());
+  EXPECT_EQ(r.off.losses.size(), r.cpu.losses.size());
+  double worst_on = 0, worst_off = 0, worst_on_off = 0;
+  for (size_t i = 0; i < r.cpu.losses.size() && i < r.on.losses.size() && i < r.off.losses.size(); ++i) {
+    const double c = r.cpu.losses[i];
+    EXPECT_NEAR(r.on.losses[i], c, 1e-4 * std::abs(c)) << "graphs on, step " << i + 1;
+    EXPECT_NEAR(r.off.losses[i], c, 1e-4 * std::abs(c)) << "graphs off, step " << i + 1;
+    EXPECT_EQ(r.on.losses[i], r.off.losses[i]) << "on vs off not bit-equal at step " << i + 1;
+    worst_on = std::max(worst_on, std::abs(r.on.losses[i] - c) / std::abs(c));
+    worst_off = std::max(worst_off, std::abs(r.off.losses[i] - c) / std::abs(c));
+    worst_on_off = std::max(worst_on_off, std::abs(r.on.losses[i] - r.off.losses[i]));
+  }
+  EXPECT_EQ(r.off.stats.cuda_graph_captures + r.off.stats.cuda_graph_replays + r.off.stats.cuda_graph_fallbacks, 0);
+  std::printf("[cuda-graphs] %zu steps: max rel diff vs cpu: graphs on %.3g, off %.3g; |on - off| max %.3g; "
+              "captures %d, replays %d, fallbacks %d, pool %lld bytes; %.1f s on, %.1f s off\n",
+              r.cpu.losses.size(), worst_on, worst_off, worst_on_off, r.on.stats.cuda_graph_captures,
+              r.on.stats.cuda_graph_replays, r.on.stats.cuda_graph_fallbacks,
+              static_cast<long long>(r.on.stats.cuda_graph_pool_bytes),
+              std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
+  return r;
+}
+
+/// compiled_losses, with `options`, and the explain report of the last batch.
+TrainRun train_with(std::shared_ptr<nn::Module> model, const std::function<std::pair<Tensor, Tensor>(int)> &batch,
+                    Device device, int steps, double lr, double clip, const CompileOptions &options,
+                    std::string *explain_out) {
+  model->to(device);
+  auto compiled = compile(std::make_shared<WithLoss>(model), options);
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions(lr).weight_decay(0.1));
+  TrainRun run;
+  for (int i = 0; i < steps; ++i) {
+    auto [x, y] = batch(i);
+    opt.zero_grad();
+    std::vector<Tensor> inputs{x.to(device)};
+    if (y.defined()) inputs.push_back(y.to(device));
+    Tensor loss = compiled->forward(inputs)[0];
+    loss.backward();
+    (void)nn::utils::clip_grad_norm_(model->parameters(), clip);
+    opt.step();
+    run.losses.push_back(loss.item());
+  }
+  run.stats = compiled->stats();
+  if (explain_out) {
+    auto [x, y] = batch(steps - 1);
+    (void)y;
+    *explain_out = compiled->describe(x.to(device));
+  }
+  return run;
+}
+
+/// 20 steps of a GEMM-free model: forward and backward each captured once
+/// (after one warm-up step) and replayed on every later step: 2 captures,
+/// 38 replays, no fallback; the losses bit-equal to stream launches.
+TEST_F(CudaCompile, CudaGraphsCaptureOnceAndReplay20Steps) {
+  GraphRuns r = expect_graphs_on_off_and_cpu_agree([](Device d, const CompileOptions &o, std::string *ex) {
+    manual_seed(31);
+    Tensor x = randn({8, 32});
+    return train_with(make_norm_gelu(), [&](int) { return std::make_pair(x, Tensor()); }, d, 20, 1e-2, 1e9, o, ex);
+  });
+  EXPECT_EQ(r.on.stats.cuda_graph_captures, 2);
+  EXPECT_EQ(r.on.stats.cuda_graph_replays, 2 * 19);
+  EXPECT_EQ(r.on.stats.cuda_graph_fallbacks, 0);
+  EXPECT_GT(r.on.stats.cuda_graph_pool_bytes, 0);
+  EXPECT_NE(r.explain_on.find("cuda graphs: 2 captured"), std::string::npos) << r.explain_on;
+  std::printf("[cuda-graphs] %s", r.explain_on.c_str());
+}
+
+/// Two input shapes (static: automatic_dynamic_shapes off) alternate: four
+/// graphs (forward and backward per shape), ONE pool; the pool's reserved
+/// bytes with both shapes captured are those with one (the second shape's
+/// graphs reuse the first's freed arena blocks).
+TEST_F(CudaCompile, CudaGraphsTwoShapesShareOnePool) {
+  manual_seed(32);
+  auto model = make_norm_gelu();
+  model->to(kCuda0);
+  CompileOptions options;
+  options.automatic_dynamic_shapes = false;
+  auto compiled = compile(std::make_shared<WithLoss>(model), options);
+  Tensor a = randn({8, 32}).to(kCuda0), b = randn({16, 32}).to(kCuda0);
+  auto step = [&](const Tensor &x) {
+    Tensor loss = compiled->forward(std::vector<Tensor>{x})[0];
+    loss.backward();
+    return loss.item();
+  };
+  // Shape a: warm-up, capture, replay.
+  for (int i = 0; i < 3; ++i) step(a);
+  const int64_t one_shape = compiled->stats().cuda_graph_pool_bytes;
+  for (int i = 0; i < 3; ++i) step(b);
+  const int64_t two_shapes = compiled->stats().cuda_graph_pool_bytes;
+  // Alternating replays of both shapes keep giving the stream-launch results.
+  const double la = step(a), lb = step(b);
+  CompileOptions off = options;
+  off.cuda_graphs = false;
+  auto plain = compile(std::make_shared<WithLoss>(model), off);
+  EXPECT_EQ(la, plain->forward(std::vector<Tensor>{a})[0].item());
+  EXPECT_EQ(lb, plain->forward(std::vector<Tensor>{b})[0].item());
+  const CompileStats &s = compiled->stats();
+  EXPECT_EQ(s.cuda_graph_captures, 4);
+  EXPECT_EQ(s.cuda_graph_fallbacks, 0);
+  EXPECT_GT(one_shape, 0);
+  EXPECT_LE(two_shapes, 2 * one_shape);
+  std::printf("[cuda-graphs] two shapes, one pool: %lld bytes reserved after shape 1, %lld after shape 2; %d replays\n",
+              static_cast<long long>(one_shape), static_cast<long long>(two_shapes), s.cuda_graph_replays);
+}
+
+/// A forward that reads its input through a strided (transposed) view
+/// cannot be captured on the simulator (its strided copy is a host fallback
+/// that synchronizes): the shape falls back to stream launches, with the
+/// reason in explain, and still computes the same values.
+TEST_F(CudaCompile, MlpTrainingWithCudaGraphsOnOffMatchesCpu) {
+  GraphRuns r = expect_graphs_on_off_and_cpu_agree([](Device d, const CompileOptions &o, std::string *ex) {
+    manual_seed(11);
+    auto mlp = make_mlp();
+    Tensor x = rand({32, 64}), y = labels(32, 10);
+    return train_with(mlp, [&](int) { return std::make_pair(x, y); }, d, 20, 2e-3, 1e9, o, ex);
+  });
+  std::printf("[cuda-graphs] %s", r.explain_on.c_str());
+  // The GEMMs (on the simulator: host functions on the stream, host nodes
+  // in the graph) are captured: forward and backward replayed 19 times each.
+  EXPECT_EQ(r.on.stats.cuda_graph_captures, 2);
+  EXPECT_EQ(r.on.stats.cuda_graph_replays, 2 * 19);
+  EXPECT_EQ(r.on.stats.cuda_graph_fallbacks, 0);
+}
+
+TEST_F(CudaCompile, GptTrainingWithCudaGraphsOnOffMatchesCpu) {
+  GraphRuns r = expect_graphs_on_off_and_cpu_agree([](Device d, const CompileOptions &o, std::string *ex) {
+    manual_seed(13);
+    auto gpt = make_gpt();
+    Tensor x = labels(16, 11).reshape({2, 8}), y = labels(16, 11);
+    return train_with(gpt, [&](int) { return std::make_pair(x, y); }, d, 20, 3e-3, 1.0, o, ex);
+  });
+  std::printf("[cuda-graphs] %s", r.explain_on.c_str());
+  // Embedding gathers check their indices: the status words are read after
+  // each replay (copied aside inside the graph), so the GPT is captured too.
+  EXPECT_EQ(r.on.stats.cuda_graph_captures, 2);
+  EXPECT_EQ(r.on.stats.cuda_graph_replays, 2 * 19);
+  EXPECT_EQ(r.on.stats.cuda_graph_fallbacks, 0);
+}
+
+/// A capture that fails (here a host synchronize of the capturing stream,
+/// injected by KILN_CUDA_GRAPHS_TEST_SYNC_IN_CAPTURE, as an op that cannot
+/// be captured would do) falls back to stream launches for that shape, with
+/// CUDA's reason in explain, and trains exactly as graphs off.
+TEST_F(CudaCompile, CudaGraphsCaptureFailureFallsBackWithTheReason) {
+  ::setenv("KILN_CUDA_GRAPHS_TEST_SYNC_IN_CAPTURE", "1", 1);
+  GraphRuns r = expect_graphs_on_off_and_cpu_agree([](Device d, const CompileOptions &o, std::string *ex) {
+    manual_seed(34);
+    Tensor x = randn({8, 32});
+    return train_with(make_norm_gelu(), [&](int) { return std::make_pair(x, Tensor()); }, d, 6, 1e-2, 1e9, o, ex);
+  });
+  ::unsetenv("KILN_CUDA_GRAPHS_TEST_SYNC_IN_CAPTURE");
+  EXPECT_EQ(r.on.stats.cuda_graph_captures, 0);
+  EXPECT_EQ(r.on.stats.cuda_graph_replays, 0);
+  EXPECT_EQ(r.on.stats.cuda_graph_fallbacks, 2);
+  EXPECT_NE(r.explain_on.find("fell back to stream launches: "), std::string::npos) << r.explain_on;
+  EXPECT_NE(r.explain_on.find("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"), std::string::npos) << r.explain_on;
+  std::printf("[cuda-graphs] %s", r.explain_on.c_str());
+}
+
+/// Shape-generic (automatic dynamic) artifacts never use CUDA graphs; explain says so.
+TEST_F(CudaCompile, CudaGraphsNotUsedByShapeGenericArtifacts) {
+  manual_seed(33);
+  auto model = make_norm_gelu();
+  model->to(kCuda0);
+  auto compiled = compile(std::make_shared<WithLoss>(model));
+  for (int64_t n : {8, 16, 24}) (void)compiled->forward(std::vector<Tensor>{randn({n, 32}).to(kCuda0)});
+  const std::string report = compiled->describe(randn({24, 32}).to(kCuda0));
+  EXPECT_NE(report.find("shape-generic artifact"), std::string::npos) << report;
+  EXPECT_GT(compiled->stats().dynamic_instantiations + 1, 0);
+}
+
+} // namespace
+} // namespace kiln

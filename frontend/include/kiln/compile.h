@@ -196,6 +196,29 @@ struct CompileOptions {
   /// Passes of the caller's own, run at their points in order (CustomPass).
   /// Not guarded: set them before the first call.
   std::vector<CustomPass> custom_passes;
+  /// CUDA graphs (torch.compile's mode="reduce-overhead", issue 16 item 3):
+  /// on a CUDA device, a static-shape compiled forward or backward is run
+  /// with stream launches once (warm-up: kernels loaded, GEMM heuristics
+  /// cached), then captured once into a runtime::cuda::CudaGraph on a
+  /// private capture stream and replayed on every later call, on the
+  /// thread's current stream. Memory: ONE private graph pool per compiled
+  /// function, shared by the graphs of all its shapes (bounded, as a
+  /// torch.compile graph tree); it goes back when the compiled function is
+  /// dropped. Inputs whose addresses differ from the captured ones are
+  /// copied (device to device, on the run stream) into the graph's static
+  /// inputs; outputs are copied out of the graph's static outputs into
+  /// fresh buffers before they are handed out, so a later replay never
+  /// overwrites a tensor the caller holds (unlike PyTorch's documented
+  /// "outputs are overwritten by the next replay"; the copy costs one
+  /// device-to-device copy per output). Fallback: a capture that fails
+  /// (an op that cannot be captured or synchronizes the stream; index
+  /// checks are read after each replay, the simulator's CPU fallbacks are
+  /// captured as host functions) runs that shape with stream launches from
+  /// then on, with the reason in kiln::explain ("fell back to stream
+  /// launches: <reason>"). Graph-break segments: stream launches. Shape-generic
+  /// (automatic dynamic) artifacts never use CUDA graphs (explain says so).
+  /// CPU and other devices: ignored. false: stream launches always.
+  bool cuda_graphs = true;
 };
 
 /// Statistics of the compiled artifacts (for tests and reports).
@@ -220,6 +243,12 @@ struct CompileStats {
   int eager_fallbacks = 0;   ///< calls (or segments) run eagerly: the cache was full, or int32 values
   int dynamic_instantiations = 0;  ///< new sizes served by a shape-generic artifact (no compile)
   int graph_break_segments = 0;    ///< segments compiled so far (all calls) for a graph split by graph breaks
+  /// CompileOptions::cuda_graphs, summed over forward and backward of all
+  /// artifacts: graphs captured, runs served by a replay, captures that
+  /// failed (their shapes then run with stream launches).
+  int cuda_graph_captures = 0, cuda_graph_replays = 0, cuda_graph_fallbacks = 0;
+  /// Bytes reserved by this compiled function's one CUDA graph pool (0: none).
+  int64_t cuda_graph_pool_bytes = 0;
 };
 
 namespace detail {
@@ -270,7 +299,8 @@ public:
   /// undefined tensor or inputs on several devices.
   std::vector<Tensor> call_compiled(detail::CallSpec &call);
   std::string name() const override { return "Compiled" + module_->name(); }
-  const CompileStats &stats() const { return stats_; }
+  /// (Out of line: folds in the CUDA graph counters of the executables.)
+  const CompileStats &stats() const;
   nn::Module &original() { return *module_; }
   /// The report of explain() for the artifact serving `input` (nullopt-like
   /// empty string if none is compiled for it yet).
@@ -334,7 +364,12 @@ private:
   std::shared_ptr<nn::Module> module_;
   CompileOptions options_;
   std::map<std::string, std::shared_ptr<Artifact>> cache_;
-  CompileStats stats_;
+  mutable CompileStats stats_;
+public:
+  struct CudaGraphs; ///< CompileOptions::cuda_graphs: the pool, capture stream, counters, notes (compile/cuda_graphs.h)
+private:
+  std::shared_ptr<CudaGraphs> cuda_graphs_;
+  void use_cuda_graphs(Artifact &artifact);
 };
 
 /// Runs `model` on `input` (compiling for that guard key if needed) and

@@ -8,6 +8,7 @@
 
 #include "compile/artifact.h"
 #include "compile/compiled_backward.h"
+#include "compile/cuda_graphs.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/runtime/Profiler.h"
@@ -155,7 +156,49 @@ std::shared_ptr<CompiledModule::Artifact> CompiledModule::build_artifact(detail:
     recompile_reasons_.push_back(reason);
   }
   compile_artifact_static(*module_, *artifact, options_, stats_);
+  use_cuda_graphs(*artifact);
   return artifact;
+}
+
+const CompileStats &CompiledModule::stats() const {
+  if (cuda_graphs_) {
+    stats_.cuda_graph_captures = cuda_graphs_->captures;
+    stats_.cuda_graph_replays = cuda_graphs_->replays;
+    stats_.cuda_graph_fallbacks = cuda_graphs_->fallbacks;
+    stats_.cuda_graph_pool_bytes = cuda_graphs_->pool_reserved_bytes();
+  }
+  return stats_;
+}
+
+/// CompileOptions::cuda_graphs: a static artifact on CUDA runs its forward
+/// and backward through CUDA graphs (compile/cuda_graphs.h).
+void CompiledModule::use_cuda_graphs(Artifact &artifact) {
+  const Device device = artifact.guard->key.inputs[0].device;
+  if (!options_.cuda_graphs || device.type != DeviceType::CUDA || !artifact.graph.forward) return;
+  if (!cuda_graphs_) {
+    cuda_graphs_ = std::make_shared<CudaGraphs>();
+    cuda_graphs_->device = device.index;
+  }
+  std::string shape;
+  for (const auto &in : artifact.guard->key.inputs) {
+    shape += shape.empty() ? "[" : "; [";
+    for (size_t d = 0; d < in.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(in.shape[d]);
+    shape += "]";
+  }
+  const size_t primals = static_cast<size_t>(artifact.num_inputs) + artifact.captured.size() + artifact.random_draws.size();
+  auto stable = [&](size_t n) {
+    std::vector<bool> v(n, false);
+    for (size_t i = static_cast<size_t>(artifact.num_inputs); i < artifact.num_inputs + artifact.captured.size() && i < n; ++i)
+      v[i] = true;
+    return v;
+  };
+  artifact.graph.forward = compile_detail::with_cuda_graphs(artifact.graph.forward, cuda_graphs_, stable(primals),
+                                                            "forward " + shape);
+  if (artifact.graph.backward) {
+    const size_t n = primals + static_cast<size_t>(artifact.graph.num_saved) + artifact.grad_outputs.size();
+    artifact.graph.backward = compile_detail::with_cuda_graphs(artifact.graph.backward, cuda_graphs_, stable(n),
+                                                               "backward " + shape);
+  }
 }
 
 bool CompiledModule::compile_artifact_dynamic(Artifact &artifact, const Artifact &previous, int dim, std::string *why) {
@@ -173,6 +216,14 @@ bool CompiledModule::compile_artifact_dynamic(Artifact &artifact, const Artifact
                                     &artifact.graph, &family->kernels, why))
     return false;
   record_compile(artifact, seconds_since(start), stats_);
+  if (options_.cuda_graphs && artifact.guard->key.inputs[0].device.type == DeviceType::CUDA) {
+    if (!cuda_graphs_) {
+      cuda_graphs_ = std::make_shared<CudaGraphs>();
+      cuda_graphs_->device = artifact.guard->key.inputs[0].device.index;
+    }
+    cuda_graphs_->notes.push_back("shape-generic artifact (input dim " + std::to_string(dim) +
+                                  " dynamic): stream launches, no CUDA graphs (sizes change per call)");
+  }
   family->key = artifact.guard->key.str(dim);
   family->dim = dim;
   family->prototype = std::make_shared<Artifact>(artifact);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "compile/artifact.h"
+#include "compile/cuda_graphs.h"
 
 namespace kiln {
 
@@ -34,7 +35,12 @@ std::string CompiledModule::describe(const Tensor &input) const {
       GuardKey::of(call, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
                    options_.guard_scalars);
   auto it = cache_.find(guard.str());
-  if (it == cache_.end()) return std::string();
+  if (it == cache_.end()) {
+    // No artifact for this one input (e.g. a call of several inputs): the
+    // CUDA graph section, which covers every artifact, is still reported.
+    if (cuda_graphs_) return "kiln::explain " + name() + " (no artifact for this single input)\n  " + cuda_graphs_->report();
+    return std::string();
+  }
   const codegen::CompiledGraph &g = it->second->graph;
   std::ostringstream os;
   os << "kiln::explain " << name() << "\n";
@@ -101,6 +107,9 @@ std::string CompiledModule::describe(const Tensor &input) const {
     for (const auto &[op, n] : g.autocast_ops) os << " " << op << " x" << n;
     os << "\n";
   }
+  if (cuda_graphs_) os << "  " << cuda_graphs_->report();
+  else if (!options_.cuda_graphs && input.device().type == DeviceType::CUDA)
+    os << "  cuda graphs: off (CompileOptions::cuda_graphs = false): stream launches\n";
   return os.str();
 }
 

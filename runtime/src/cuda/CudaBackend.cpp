@@ -118,8 +118,8 @@ public:
     api(cuda_index(dst_device, src_device)).memcpy_async(dst, src, nbytes, kind, stream_handle(stream));
   }
   void copy_to_contiguous(const TensorView &src, void *dst, Stream &stream) override {
-    host_fallback("copy_to_contiguous (strided copy)", stream);
-    cpu_backend()->copy_to_contiguous(src, dst, cpu_stream());
+    host_fallback("copy_to_contiguous (strided copy)", stream,
+                  [src, dst] { cpu_backend()->copy_to_contiguous(src, dst, cpu_stream()); });
   }
   /// A compiled graph's kernel (codegen's CUDA target: kernel.native is a
   /// CompiledKernel) on the stream's device.
@@ -145,18 +145,18 @@ public:
       d.gemm->run(a, b, c, stream_handle(stream));
       return;
     }
-    host_fallback("gemm", stream);
-    cpu_backend()->gemm(a, b, c, cpu_stream());
+    host_fallback("gemm", stream, [a, b, c] { cpu_backend()->gemm(a, b, c, cpu_stream()); });
   }
   void conv2d(ConvOp op, const Conv2dParams &p, const TensorView &a, const TensorView &b, const TensorView &out,
               Stream &stream) override {
-    host_fallback("conv2d (cuDNN)", stream);
-    cpu_backend()->conv2d(op, p, a, b, out, cpu_stream());
+    host_fallback("conv2d (cuDNN)", stream,
+                  [op, p, a, b, out] { cpu_backend()->conv2d(op, p, a, b, out, cpu_stream()); });
   }
   void max_pool2d(MaxPoolOp op, const Pool2dParams &p, const TensorView &a, const TensorView &indices,
                   const TensorView &values, Stream &stream) override {
-    host_fallback("max_pool2d", stream);
-    cpu_backend()->max_pool2d(op, p, a, indices, values, cpu_stream());
+    host_fallback("max_pool2d", stream, [op, p, a, indices, values] {
+      cpu_backend()->max_pool2d(op, p, a, indices, values, cpu_stream());
+    });
   }
 
 private:
@@ -176,9 +176,11 @@ private:
       d.gemm->run_with_epilogue(a, b, c, static_cast<int32_t>(k.gemm_epilogue), bias.data(), stream_handle(stream));
       return;
     }
-    host_fallback("gemm", stream);
-    cpu_backend()->gemm(a, b, c, cpu_stream());
-    apply_gemm_epilogue_on_host(k.gemm_epilogue, bias, c);
+    const GemmEpilogue epilogue = k.gemm_epilogue;
+    host_fallback("gemm", stream, [a, b, bias, c, epilogue] {
+      cpu_backend()->gemm(a, b, c, cpu_stream());
+      apply_gemm_epilogue_on_host(epilogue, bias, c);
+    });
   }
 
   PerDevice &at(int index) {
@@ -192,11 +194,14 @@ private:
   /// On a host-accessible device (the simulator) work without a CUDA kernel
   /// yet runs on the CPU once `stream`'s earlier work is done; on a GPU it
   /// is an error naming the operation.
-  void host_fallback(const char *what, Stream &stream) {
+  /// It is a host function on the stream (DeviceApi::launch_host_func: the
+  /// simulator runs it inline, or records it as a host node of a capture,
+  /// holding the views' buffers until the graph is destroyed).
+  void host_fallback(const char *what, Stream &stream, std::function<void()> work) {
     if (!host_accessible_)
       throw std::runtime_error(std::string("cuda backend: ") + what +
                                " has no CUDA implementation yet on a real GPU; use the CPU or KILN_CUDA_SIM=1");
-    stream.synchronize();
+    api(stream.device().index).launch_host_func(stream_handle(stream), std::move(work));
   }
 
   std::vector<PerDevice> devices_;

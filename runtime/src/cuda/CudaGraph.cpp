@@ -68,6 +68,24 @@ void CudaGraph::capture_begin(Stream &stream, GraphPoolId pool) {
   capture_begin(stream_handle(stream), pool);
 }
 
+namespace {
+/// Per thread (capture mode is thread-local): device -> the stream a
+/// CudaGraph is capturing on it.
+thread_local StreamHandle t_capturing[64] = {};
+void set_capturing(int device, StreamHandle stream) {
+  if (device >= 0 && device < 64) t_capturing[device] = stream;
+}
+} // namespace
+
+std::vector<DeferredIndexCheck> &deferred_index_checks() {
+  thread_local std::vector<DeferredIndexCheck> checks;
+  return checks;
+}
+
+StreamHandle capturing_stream(int device) {
+  return device >= 0 && device < 64 ? t_capturing[device] : kDefaultStream;
+}
+
 void CudaGraph::capture_begin(StreamHandle stream, GraphPoolId pool) {
   if (state_ != State::Empty)
     throw std::logic_error("CudaGraph::capture_begin: " + where() + " is " +
@@ -90,12 +108,14 @@ void CudaGraph::capture_begin(StreamHandle stream, GraphPoolId pool) {
   holds_pool_ = true;
   stream_ = stream;
   state_ = State::Capturing;
+  set_capturing(device_, stream);
 }
 
 void CudaGraph::capture_end() {
   if (state_ != State::Capturing)
     throw std::logic_error("CudaGraph::capture_end: " + where() + " is not capturing; expected capture_begin first");
   allocator_->end_allocate_to_pool(stream_);
+  set_capturing(device_, kDefaultStream);
   try {
     graph_ = api_->stream_end_capture(stream_);
     exec_ = api_->graph_instantiate(graph_);
@@ -132,6 +152,7 @@ void CudaGraph::replay(StreamHandle stream) {
 void CudaGraph::reset() {
   if (state_ == State::Capturing) {
     allocator_->end_allocate_to_pool(stream_);
+    set_capturing(device_, kDefaultStream);
     try {
       graph_ = api_->stream_end_capture(stream_);
     } catch (const std::exception &) {

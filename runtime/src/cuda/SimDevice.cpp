@@ -92,7 +92,8 @@ uintptr_t new_handle() {
 
 /// One recorded operation of a captured graph.
 struct GraphNode {
-  enum class Kind { Kernel, Copy, Set } kind = Kind::Kernel;
+  enum class Kind { Kernel, Copy, Set, Host } kind = Kind::Kernel;
+  std::function<void()> host; ///< Host: the function (cuLaunchHostFunc)
   // Kernel: the function (its module kept loaded), extents, argument values.
   sim::HostKernel kernel;
   std::shared_ptr<const void> module;
@@ -278,6 +279,21 @@ public:
     run_kernel(kernel, grid, block, shared_bytes, args);
   }
 
+  /// Streams run inline: now, or a host node of the capture.
+  void launch_host_func(StreamHandle stream, std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Capture *c = recording(stream, "cuLaunchHostFunc")) {
+        GraphNode node;
+        node.kind = GraphNode::Kind::Host;
+        node.host = std::move(fn);
+        c->nodes.push_back(std::move(node));
+        return;
+      }
+    }
+    fn();
+  }
+
   // ---- CUDA graphs -----------------------------------------------------------
   void stream_begin_capture(StreamHandle stream) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -373,6 +389,7 @@ private:
     }
     case GraphNode::Kind::Copy: std::memmove(node.dst, node.src, node.nbytes); return;
     case GraphNode::Kind::Set: std::memset(node.dst, node.value, node.nbytes); return;
+    case GraphNode::Kind::Host: node.host(); return;
     }
   }
 

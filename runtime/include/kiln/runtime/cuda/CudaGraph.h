@@ -64,6 +64,10 @@
 // Thread-compatible (one thread at a time per graph), as torch's CUDAGraph.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "kiln/runtime/Stream.h"
 #include "kiln/runtime/cuda/CachingAllocator.h"
 #include "kiln/runtime/cuda/DeviceApi.h"
@@ -75,6 +79,24 @@ namespace kiln::runtime::cuda {
 /// capture_begin so they share one pool. Throws std::runtime_error when
 /// there is no CUDA backend.
 GraphPoolId graph_pool_handle(int device = 0);
+
+/// The stream a CudaGraph of this thread is capturing on `device`
+/// (kDefaultStream when none): LaunchExecutable::run skips its closing
+/// synchronize on it (a capturing stream cannot be synchronized).
+StreamHandle capturing_stream(int device);
+
+/// An index check (IndexCheck.h) a LaunchExecutable run met while this
+/// thread captured: its status word (kIndexStatusElements int64s, written
+/// by the kernel at each replay, copied aside by the graph) is read after
+/// the replay instead
+/// (`message(bad index)` is the run's error when status[0] != 0).
+struct DeferredIndexCheck {
+  const void *status = nullptr;   ///< a copy of the status word, made by a captured copy right after its launch
+  std::shared_ptr<void> keep;     ///< the buffer holding that copy (the plan reuses the status slot's memory)
+  std::function<std::string(int64_t)> message;
+};
+/// This thread's deferred index checks (the capturer clears and takes them).
+std::vector<DeferredIndexCheck> &deferred_index_checks();
 
 class CudaGraph {
 public:

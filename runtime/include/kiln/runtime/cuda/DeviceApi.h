@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -147,6 +148,16 @@ public:
   virtual void graph_exec_destroy(GraphExecHandle) { unsupported("graph_exec_destroy", kDefaultStream); }
   /// cuGraphDestroy.
   virtual void graph_destroy(GraphHandle) { unsupported("graph_destroy", kDefaultStream); }
+  /// Runs `fn` on the host once `stream`'s earlier work is done
+  /// (cuLaunchHostFunc); captured as a host node while the stream captures.
+  /// The simulator's host fallbacks (GEMM, conv, pooling, strided copies)
+  /// go through it, so compiled graphs with them can be captured there.
+  /// Default (test doubles, the driver device): synchronize the stream, then
+  /// run `fn` (not capturable: the synchronize invalidates a capture).
+  virtual void launch_host_func(StreamHandle stream, std::function<void()> fn) {
+    stream_synchronize(stream);
+    fn();
+  }
 
 private:
   [[noreturn]] void unsupported(const char *call, StreamHandle stream) const {
