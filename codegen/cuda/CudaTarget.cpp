@@ -18,12 +18,14 @@
 //   kiln.cuda.sizes    per size class (argument over operands then results, dim)
 #include "kiln/codegen/CudaTarget.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -44,7 +46,7 @@ using namespace mlir;
 using runtime::cuda::KernelArgSource;
 
 /// Bump when the attributes, the manifest or the launch ABI change.
-constexpr const char *kCudaTargetDescription = "cuda;target=v1;emitter=EmitCuda";
+constexpr const char *kCudaTargetDescription = "cuda;target=v2;emitter=EmitCuda";
 
 /// An H200's speeds for kiln-remat's time model (ARCHITECTURE.md): HBM3e
 /// 4.8 TB/s; f32 GEMMs without tensor cores ~67 TFLOP/s (TF32 is off by
@@ -157,8 +159,9 @@ FailureOr<KernelSpec> specOf(func::FuncOp func, std::string *source, std::string
 }
 
 // ---- the manifest: what the kernel cache stores ------------------------------
-// "KILNCUDA1\n", the kernel count, per kernel its name and four integer
-// lists (count, values), then the module source's length and bytes.
+// "KILNCUDA2\n", the kernel count, per kernel its name, four integer lists
+// (count, values) and its source's length and bytes (the kernel alone,
+// without the prelude, which the target's cache key holds).
 
 void writeList(std::ostream &os, const std::vector<int64_t> &v) {
   os << v.size();
@@ -178,57 +181,117 @@ bool readList(std::istream &is, std::vector<int64_t> *v) {
   return true;
 }
 
-std::string writeManifest(const std::vector<KernelSpec> &specs, const std::string &source) {
+std::string writeManifest(const std::vector<KernelSpec> &specs, const std::vector<std::string> &sources) {
   std::ostringstream os;
-  os << "KILNCUDA1\n" << specs.size() << '\n';
-  for (const KernelSpec &s : specs) {
+  os << "KILNCUDA2\n" << specs.size() << '\n';
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const KernelSpec &s = specs[k];
     os << s.name << '\n';
     writeList(os, s.params);
     writeList(os, s.launch);
     writeList(os, s.classes);
     writeList(os, s.sizes);
+    os << sources[k].size() << '\n' << sources[k];
   }
-  os << source.size() << '\n' << source;
   return os.str();
 }
 
-bool readManifest(const std::string &bytes, std::vector<KernelSpec> *specs, std::string *source) {
+bool readManifest(const std::string &bytes, std::vector<KernelSpec> *specs, std::vector<std::string> *sources) {
   std::istringstream is(bytes);
   std::string magic;
   size_t n = 0;
-  if (!(is >> magic) || magic != "KILNCUDA1" || !(is >> n) || n > (1u << 16))
+  if (!(is >> magic) || magic != "KILNCUDA2" || !(is >> n) || n > (1u << 16))
     return false;
   specs->resize(n);
-  for (KernelSpec &s : *specs)
+  sources->resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    KernelSpec &s = (*specs)[k];
     if (!(is >> s.name) || !readList(is, &s.params) || !readList(is, &s.launch) || s.launch.size() != 6 ||
         !readList(is, &s.classes) || !readList(is, &s.sizes) || s.params.size() % 3 != 0 || s.sizes.size() % 2 != 0)
       return false;
-  size_t length = 0;
-  if (!(is >> length) || is.get() != '\n')
-    return false;
-  source->resize(length);
-  return length == 0 || (is.read(source->data(), static_cast<std::streamsize>(length)) && is.gcount() == static_cast<std::streamsize>(length));
+    size_t length = 0;
+    if (!(is >> length) || is.get() != '\n' || length > bytes.size())
+      return false;
+    std::string &source = (*sources)[k];
+    source.resize(length);
+    if (length != 0 &&
+        !(is.read(source.data(), static_cast<std::streamsize>(length)) && is.gcount() == static_cast<std::streamsize>(length)))
+      return false;
+  }
+  return true;
+}
+
+/// How many translation units a graph's `n` kernels are split into:
+/// KILN_CUDA_TUS when set (1 = the whole graph as one TU), else one per
+/// kKernelsPerTu kernels (README: "Translation units").
+constexpr size_t kKernelsPerTu = 4;
+size_t translationUnits(size_t n) {
+  if (n == 0)
+    return 0;
+  size_t tus = (n + kKernelsPerTu - 1) / kKernelsPerTu;
+  if (const char *v = std::getenv("KILN_CUDA_TUS"))
+    if (long x = std::strtol(v, nullptr, 10); x > 0)
+      tus = static_cast<size_t>(x);
+  return std::min(tus, n);
+}
+
+/// Contiguous groups of kernels of about equal source length (deterministic:
+/// the same kernels give the same TUs, hence the same NVRTC cache keys).
+std::vector<std::pair<size_t, size_t>> groupKernels(const std::vector<std::string> &sources) {
+  const size_t n = sources.size(), tus = translationUnits(n);
+  std::vector<std::pair<size_t, size_t>> groups;
+  size_t total = 0;
+  for (const std::string &s : sources)
+    total += s.size();
+  size_t begin = 0, done = 0;
+  for (size_t g = 0; g < tus; ++g) {
+    const size_t left = tus - g;
+    const size_t target = (total - done + left - 1) / left;
+    size_t end = begin, bytes = 0;
+    while (end < n && (end == begin || bytes + sources[end].size() / 2 <= target) && n - end > left - 1) {
+      bytes += sources[end].size();
+      ++end;
+    }
+    if (g + 1 == tus)
+      while (end < n)
+        bytes += sources[end++].size();
+    groups.emplace_back(begin, end);
+    done += bytes;
+    begin = end;
+  }
+  return groups;
 }
 
 // ---- the library -------------------------------------------------------------
 
-/// A graph's kernels: one CudaModule (one compile per device) and each
-/// kernel's launch data.
+/// A graph's kernels: several CudaModules (translation units of a few
+/// kernels each, the prelude once per unit, compiled in parallel; one
+/// compile per device each) and each kernel's launch data.
 class CudaKernelLibrary final : public KernelLibrary {
 public:
-  CudaKernelLibrary(std::vector<KernelSpec> specs, std::string source) : specs_(std::move(specs)) {
-    std::vector<std::string> names;
-    for (size_t k = 0; k < specs_.size(); ++k) {
-      names.push_back(specs_[k].name);
-      index_[specs_[k].name] = k;
+  CudaKernelLibrary(std::vector<KernelSpec> specs, const std::vector<std::string> &sources)
+      : specs_(std::move(specs)) {
+    manifest_ = writeManifest(specs_, sources);
+    where_.resize(specs_.size());
+    const std::string prelude = cudaPrelude();
+    for (auto [begin, end] : groupKernels(sources)) {
+      std::string code = prelude;
+      std::vector<std::string> names;
+      for (size_t k = begin; k < end; ++k) {
+        code += sources[k];
+        where_[k] = {modules_.size(), names.size()};
+        names.push_back(specs_[k].name);
+      }
+      modules_.push_back(std::make_shared<runtime::cuda::CudaModule>(std::move(code), std::move(names)));
     }
-    manifest_ = writeManifest(specs_, source);
-    module_ = std::make_shared<runtime::cuda::CudaModule>(std::move(source), std::move(names));
+    for (size_t k = 0; k < specs_.size(); ++k)
+      index_[specs_[k].name] = k;
   }
 
-  /// Compiles and loads the module on CUDA device 0 now (so a kernel that
-  /// does not compile fails the compile, and its time is the compile's);
-  /// other devices load it on their first launch.
+  /// Compiles and loads every module on CUDA device 0 now, on up to
+  /// hardware_concurrency threads (so a kernel that does not compile fails
+  /// the compile, and its time is the compile's); other devices load them
+  /// on their first launch.
   bool load(std::string *error) const {
     runtime::cuda::DeviceApi *api = runtime::cuda::device_api(0);
     if (!api) {
@@ -236,14 +299,45 @@ public:
                runtime::backend_unavailable_reason(DeviceType::CUDA) + ")";
       return false;
     }
-    try {
-      if (!specs_.empty())
-        module_->function(*api, 0, 0);
-    } catch (const std::exception &e) {
-      *error = std::string("cuda target: compiling the graph's kernels failed: ") + e.what();
-      return false;
+    std::vector<std::string> errors(modules_.size());
+    auto loadOne = [&](size_t m) {
+      try {
+        if (!modules_[m]->kernel_names().empty())
+          modules_[m]->function(*api, 0, 0);
+      } catch (const std::exception &e) {
+        errors[m] = e.what();
+      }
+    };
+    const size_t threads =
+        std::min<size_t>(modules_.size(), std::max(1u, std::thread::hardware_concurrency()));
+    if (threads <= 1) {
+      for (size_t m = 0; m < modules_.size(); ++m)
+        loadOne(m);
+    } else {
+      std::atomic<size_t> next{0};
+      std::vector<std::thread> pool;
+      for (size_t t = 0; t < threads; ++t)
+        pool.emplace_back([&] {
+          for (size_t m = next++; m < modules_.size(); m = next++)
+            loadOne(m);
+        });
+      for (std::thread &t : pool)
+        t.join();
     }
+    for (const std::string &e : errors)
+      if (!e.empty()) { // the first failure in module order
+        *error = std::string("cuda target: compiling the graph's kernels failed: ") + e;
+        return false;
+      }
     return true;
+  }
+
+  /// The translation units (prelude + their kernels) and their kernel names.
+  std::vector<CompiledGraphSource> units() const {
+    std::vector<CompiledGraphSource> out;
+    for (const auto &m : modules_)
+      out.push_back(CompiledGraphSource{m->source(), m->kernel_names()});
+    return out;
   }
 
   runtime::PackedKernel lookup(const std::string &name, std::string *error) const override {
@@ -268,8 +362,8 @@ public:
     }
     const KernelSpec &spec = specs_[it->second];
     auto kernel = std::make_shared<runtime::cuda::CompiledKernel>();
-    kernel->module = module_;
-    kernel->index = it->second;
+    kernel->module = modules_[where_[it->second].first];
+    kernel->index = where_[it->second].second;
     size_t scalar = 0;
     for (size_t p = 0; p + 2 < spec.params.size(); p += 3) {
       KernelArgSource a;
@@ -301,19 +395,18 @@ public:
   }
   bool bindsScalars() const override { return true; }
 
-  /// The module's CUDA C (prelude + every kernel): tests compile it with NVRTC.
-  const std::string &source() const { return module_->source(); }
-
 private:
   std::vector<KernelSpec> specs_;
   std::map<std::string, size_t> index_;
   std::string manifest_;
-  std::shared_ptr<runtime::cuda::CudaModule> module_;
+  std::vector<std::shared_ptr<runtime::cuda::CudaModule>> modules_;
+  std::vector<std::pair<size_t, size_t>> where_; ///< per kernel: (module, index in it)
 };
 
 /// The process's compiled-graph CUDA modules, oldest first (for tests).
 std::mutex g_sources_mu;
 std::vector<CompiledGraphSource> g_sources;
+size_t g_graphs = 0;
 
 class CudaTarget final : public Target {
 public:
@@ -334,7 +427,7 @@ public:
                                                 std::string *error) const override {
     auto start = Clock::now();
     std::vector<KernelSpec> specs;
-    std::string source = cudaPrelude();
+    std::vector<std::string> sources;
     for (const std::string &name : names) {
       auto func = kernels.lookupSymbol<func::FuncOp>(name);
       std::string text;
@@ -345,18 +438,22 @@ public:
         return nullptr;
       }
       specs.push_back(std::move(*spec));
-      source += text;
+      sources.push_back(std::move(text));
     }
-    if (!dump_dir.empty())
-      std::ofstream(dump_dir + "/codegen-0-cuda.cu") << source;
+    if (!dump_dir.empty()) {
+      std::ofstream os(dump_dir + "/codegen-0-cuda.cu");
+      os << cudaPrelude();
+      for (const std::string &text : sources)
+        os << text;
+    }
     times->lowering_seconds = secondsSince(start);
-    return finish(std::move(specs), std::move(source), times, error);
+    return finish(std::move(specs), sources, times, error);
   }
   std::shared_ptr<KernelLibrary> loadKernels(const std::string &object, const std::vector<std::string> &names,
                                              std::string *error) const override {
     std::vector<KernelSpec> specs;
-    std::string source;
-    if (!readManifest(object, &specs, &source)) {
+    std::vector<std::string> sources;
+    if (!readManifest(object, &specs, &sources)) {
       *error = "cuda target: the cached manifest does not parse";
       return nullptr;
     }
@@ -366,7 +463,7 @@ public:
         return nullptr;
       }
     KernelCompileTimes times;
-    return finish(std::move(specs), std::move(source), &times, error);
+    return finish(std::move(specs), sources, &times, error);
   }
   CostModel costModel() const override { return CostModel{kH200BytesPerSecond, kH200F32FlopsPerSecond}; }
   /// cuBLASLt's epilogue (the simulator applies the same math after its
@@ -386,17 +483,18 @@ public:
   }
 
 private:
-  static std::shared_ptr<KernelLibrary> finish(std::vector<KernelSpec> specs, std::string source,
+  static std::shared_ptr<KernelLibrary> finish(std::vector<KernelSpec> specs, const std::vector<std::string> &sources,
                                                KernelCompileTimes *times, std::string *error) {
     auto start = Clock::now();
+    auto library = std::make_shared<CudaKernelLibrary>(std::move(specs), sources);
     {
-      CompiledGraphSource record{source, {}};
-      for (const KernelSpec &spec : specs)
-        record.kernel_names.push_back(spec.name);
       std::lock_guard<std::mutex> lock(g_sources_mu);
-      g_sources.push_back(std::move(record));
+      for (CompiledGraphSource &unit : library->units()) {
+        unit.graph = g_graphs;
+        g_sources.push_back(std::move(unit));
+      }
+      ++g_graphs;
     }
-    auto library = std::make_shared<CudaKernelLibrary>(std::move(specs), std::move(source));
     if (!library->load(error))
       return nullptr;
     times->codegen_seconds = secondsSince(start);
@@ -405,6 +503,8 @@ private:
 };
 
 } // namespace
+
+std::string graphPrelude() { return cudaPrelude(); }
 
 std::vector<CompiledGraphSource> compiledGraphSources() {
   std::lock_guard<std::mutex> lock(g_sources_mu);

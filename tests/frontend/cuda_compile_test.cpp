@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -213,29 +215,60 @@ TEST_F(CudaCompile, EveryCompiledKernelCompilesForSm90WithoutSpills) {
   options.cache_dir = ""; // no disk cache: the point is to compile
   runtime::cuda::NvrtcCompiler nvrtc(options);
   int kernels = 0;
-  for (const codegen::cuda::CompiledGraphSource &module : codegen::cuda::compiledGraphSources()) {
-    runtime::cuda::KernelSource src;
-    src.code = module.source;
-    src.kernel_names = module.kernel_names;
-    src.file_name = "kiln_graph.cu";
-    try {
-      const auto start = std::chrono::steady_clock::now();
-      const runtime::cuda::CompiledModule m = nvrtc.compile(src, 90);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<runtime::cuda::KernelSource> sources;
+  for (const codegen::cuda::CompiledGraphSource &module : codegen::cuda::compiledGraphSources())
+    sources.push_back(runtime::cuda::KernelSource{module.source, module.kernel_names, "kiln_graph.cu"});
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<runtime::cuda::CompiledModule> modules = nvrtc.compile_batch(sources, 90, 2);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (size_t u = 0; u < modules.size(); ++u) {
+      const runtime::cuda::CompiledModule &m = modules[u];
       EXPECT_GT(m.binary.size(), 0u);
-      for (const std::string &name : module.kernel_names) {
+      for (const std::string &name : sources[u].kernel_names) {
         const runtime::cuda::KernelResources *r = m.kernel(name);
         ASSERT_NE(r, nullptr) << name << "\n" << m.log;
         EXPECT_EQ(r->spill_store_bytes + r->spill_load_bytes, 0) << name << "\n" << m.log;
         ++kernels;
       }
-      std::printf("[cuda-compile] NVRTC sm_90: %zu kernels in %.2f s, CUBIN %zu bytes\n", module.kernel_names.size(),
-                  seconds, m.binary.size());
-    } catch (const std::exception &e) {
-      ADD_FAILURE() << e.what();
     }
+    std::printf("[cuda-compile] NVRTC sm_90: %d kernels in %zu translation units in %.2f s on 2 threads\n", kernels,
+                sources.size(), seconds);
+  } catch (const std::exception &e) {
+    ADD_FAILURE() << e.what();
   }
   EXPECT_GT(kernels, 0);
+}
+
+/// A graph's kernels are split into several translation units (a few
+/// kernels each, the prelude once per unit), each kernel in exactly one.
+TEST_F(CudaCompile, GraphKernelsAreSplitIntoSeveralTranslationUnits) {
+  const size_t before = codegen::cuda::compiledGraphSources().size();
+  manual_seed(17);
+  (void)compiled_losses(make_gpt(), [](int) { return std::make_pair(labels(16, 11).reshape({2, 8}), labels(16, 11)); },
+                        kCuda0, 1, 3e-3, 1.0);
+  const std::vector<codegen::cuda::CompiledGraphSource> all = codegen::cuda::compiledGraphSources();
+  ASSERT_GT(all.size(), before);
+  std::map<size_t, std::vector<const codegen::cuda::CompiledGraphSource *>> graphs;
+  for (size_t i = before; i < all.size(); ++i) graphs[all[i].graph].push_back(&all[i]);
+  bool some_split = false;
+  for (const auto &[graph, units] : graphs) {
+    std::set<std::string> names;
+    size_t kernels = 0;
+    for (const auto *unit : units) {
+      EXPECT_EQ(unit->source.rfind(codegen::cuda::graphPrelude(), 0), 0u) << "each unit starts with the prelude";
+      EXPECT_GE(unit->kernel_names.size(), 1u);
+      EXPECT_LE(unit->kernel_names.size(), 8u);
+      for (const std::string &n : unit->kernel_names) {
+        EXPECT_NE(unit->source.find(n), std::string::npos) << n;
+        names.insert(n);
+        ++kernels;
+      }
+    }
+    EXPECT_EQ(names.size(), kernels) << "a kernel in two units of graph " << graph;
+    some_split |= units.size() > 1;
+  }
+  EXPECT_TRUE(some_split) << "the GPT training graph is several translation units";
 }
 
 } // namespace

@@ -16,17 +16,24 @@ void registerCudaTarget();
 
 namespace cuda {
 
-/// One compiled graph's CUDA module: the translation unit the device
-/// compiled (cudaPrelude() + each distinct kernel) and its kernels' names.
+/// One translation unit of a compiled graph's kernels (a graph's distinct
+/// kernels are split into several, compiled in parallel): the source the
+/// device compiled (cudaPrelude() + a few kernels), its kernels' names,
+/// and which compiled graph of the process it belongs to (0, 1, ...).
 struct CompiledGraphSource {
   std::string source;
   std::vector<std::string> kernel_names;
+  size_t graph = 0;
 };
 
 /// Every CUDA module the CUDA target compiled or loaded from the kernel
 /// cache in this process, oldest first (tests compile each with NVRTC for
 /// sm_90 and check ptxas' spill counts).
 std::vector<CompiledGraphSource> compiledGraphSources();
+
+/// The prelude every translation unit of the CUDA target starts with
+/// (EmitCuda.h's cudaPrelude()).
+std::string graphPrelude();
 
 } // namespace cuda
 
