@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares what bench/gpu/run_checks.sh needs on the H200 machine, which has
 # CUDA 13, PyTorch and cmake but no LLVM/MLIR 19, no oneDNN and no network:
-# a Release build of the CUDA test binaries, the eager CUDA benchmark and
+# a Release build of the CUDA test binaries, the eager CUDA benchmark, the
+# GPT step benchmark (kiln-bench-gpt-cuda) and
 # kiln-train-digits, stripped and packed into .gpu/kiln-gpu.tar.xz, beside
 # the Debian packages of the shared libraries they load (unpacked there with
 # dpkg -x). .gpu/ is git-ignored; name it in the device tool's `carry`
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/../.."
 export CCACHE_BASEDIR=$PWD CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kiln-ccache} OMP_WAIT_POLICY=passive
 BUILD=build-gpu
 TARGETS="kiln-cuda-loader-tests kiln-cuda-driver-tests kiln-cuda-tests kiln-cuda-op-conformance-test
-         kiln-nccl-tests kiln-ddp-cuda-tests kiln-cuda-info kiln-bench-cuda-eager kiln-train-digits kilnrun"
+         kiln-nccl-tests kiln-ddp-cuda-tests kiln-cuda-info kiln-bench-cuda-eager kiln-bench-gpt-cuda kiln-train-digits kilnrun"
 if [ ! -f "$BUILD/build.ninja" ]; then
   .ci/setup.sh "$BUILD" >/dev/null
   cmake "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null

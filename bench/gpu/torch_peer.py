@@ -4,6 +4,18 @@ eager on the same GPU, timed the same way (median of synchronized calls after
 3 warm-ups), as JSON. Used by bench/gpu/run_checks.sh for the ratios.
 
     python3 bench/gpu/torch_peer.py [--small] [--out torch.json]
+
+--gpt: instead, the GPT training step of kiln-bench-gpt-cuda
+(bench_gpt_cuda.cpp, examples/models/gpt.h) in PyTorch: the same model
+(pre-LN, separate q/k/v, causal SDPA, GELU tanh, untied lm_head, nanoGPT
+init), cross-entropy, backward, AdamW (lr 3e-4, weight decay 0.1), bf16
+autocast (torch.autocast("cuda")), eager and torch.compile, the same sizes
+flags and the same JSON fields (ms_per_step median of synchronized steps,
+tokens_per_s, TFLOPs, mfu against 990 TFLOP/s, peak_memory_bytes,
+first_step_s; for torch.compile, cold_compile_s = the first step's time
+minus a steady step's).
+
+    python3 bench/gpu/torch_peer.py --gpt [--tiny] [--modes eager,compile] [--out torch_gpt.json]
 """
 import argparse
 import json
@@ -27,11 +39,139 @@ def median_seconds(f, reps):
     return statistics.median(times)
 
 
+class Block(torch.nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        nn = torch.nn
+        self.h = h
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.k, self.v, self.out = (nn.Linear(d, d) for _ in range(4))
+        self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        a = self.ln_1(x)
+        split = lambda t: t.view(B, T, self.h, D // self.h).transpose(1, 2)
+        y = F.scaled_dot_product_attention(split(self.q(a)), split(self.k(a)), split(self.v(a)), is_causal=True)
+        x = x + self.out(y.transpose(1, 2).reshape(B, T, D))
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, vocab, context, layers, d, h):
+        super().__init__()
+        nn = torch.nn
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(context, d)
+        self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for b in self.blocks:
+            for w in (b.out.weight, b.proj.weight):
+                nn.init.normal_(w, 0.0, 0.02 / (2 * layers) ** 0.5)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets)
+
+
+def gpt_main(args):
+    import datetime
+    import time as _time
+    c = dict(layers=12, d_model=768, heads=12, context=1024, batch=16, vocab=50304, steps=20, warmup=3)
+    if args.tiny:
+        c.update(layers=1, d_model=32, heads=2, context=8, batch=1, vocab=16, steps=1, warmup=1)
+    for k in c:
+        v = getattr(args, k)
+        if v is not None:
+            c[k] = v
+    dev = torch.device("cuda", 0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    L, D, T, B, V = c["layers"], c["d_model"], c["context"], c["batch"], c["vocab"]
+    N = 12 * L * D * D + 13 * L * D + 2 * D + V * D
+    flops = (6 * N + 12 * L * D * T) * B * T
+    out = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "device": torch.cuda.get_device_name(0), "library": f"torch {torch.__version__}",
+           "config": dict(c, autocast=args.autocast, optimizer="AdamW"),
+           "params_non_embedding": N, "flops_per_step": flops, "peak_flops": 990e12, "modes": {}}
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, V, (B, T), generator=g).to(dev)
+    y = torch.randint(0, V, (B * T,), generator=g).to(dev)
+    for mode in args.modes.split(","):
+        print(f"== {mode}", flush=True)
+        r = {"mode": mode, "dtype": "bf16 autocast" if args.autocast == "bf16" else "float32"}
+        try:
+            torch.manual_seed(0)
+            model = GPT(V, T, L, D, c["heads"]).to(dev)
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+            fwd = torch.compile(model) if mode == "compile" else model
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+                    loss = fwd(x, y)
+                loss.backward()
+                opt.step()
+                return loss
+
+            t0 = _time.perf_counter()
+            r["loss_first"] = step().item()
+            torch.cuda.synchronize()
+            r["first_step_s"] = _time.perf_counter() - t0
+            for _ in range(c["warmup"] - 1):
+                step()
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(0)
+            times = []
+            for _ in range(c["steps"]):
+                t = _time.perf_counter()
+                loss = step()
+                torch.cuda.synchronize()
+                times.append(_time.perf_counter() - t)
+            s = statistics.median(times)
+            r.update(ms_per_step=s * 1e3, ms_min=min(times) * 1e3, ms_max=max(times) * 1e3,
+                     tokens_per_s=B * T / s, TFLOPs=flops / s / 1e12, mfu=flops / s / 990e12,
+                     peak_memory_bytes=torch.cuda.max_memory_allocated(0), loss_last=loss.item(),
+                     memory_budget=1.0)
+            if mode == "compile":
+                r["cold_compile_s"] = r["first_step_s"] - s
+            print(f"  {s * 1e3:.3f} ms/step, {B * T / s:.0f} tokens/s, MFU {r['mfu']:.3f}", flush=True)
+            del model, opt, fwd
+            torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001 - record and go on
+            r["error"] = f"{type(e).__name__}: {e}"
+            print(f"  error: {r['error']}", flush=True)
+        out["modes"][mode] = r
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--gpt", action="store_true")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--autocast", default="bf16", choices=["bf16", "off"])
+    for k in ("layers", "d-model", "heads", "context", "batch", "vocab", "steps", "warmup"):
+        ap.add_argument(f"--{k}", type=int)
     args = ap.parse_args()
+    if args.gpt:
+        text = json.dumps(gpt_main(args), indent=2)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text + "\n")
+        else:
+            print(text)
+        return
     torch.manual_seed(0)
     dev = torch.device("cuda", 0)
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 "highest", as Kiln
