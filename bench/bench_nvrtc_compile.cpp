@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
   const double cold_single = since(t0);
 
   writeUnits(dir + "/units.json", units);
+  if (const char *dump = std::getenv("KILN_BENCH_NVRTC_DUMP_UNITS")) writeUnits(dump, units);
   const std::string cmd = std::string("'") + argv[0] + "' --warm '" + dir + "/units.json' '" + dir + "/split'";
   t0 = Clock::now();
   FILE *p = ::popen(cmd.c_str(), "r");

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -240,8 +241,9 @@ TEST_F(CudaCompile, EveryCompiledKernelCompilesForSm90WithoutSpills) {
   EXPECT_GT(kernels, 0);
 }
 
-/// A graph's kernels are split into several translation units (a few
-/// kernels each, the prelude once per unit), each kernel in exactly one.
+/// A graph's kernels are split into translation units, one per compiling
+/// thread with at least 4 kernels each (CudaTarget.cpp translationUnits),
+/// the prelude once per unit, each kernel in exactly one.
 TEST_F(CudaCompile, GraphKernelsAreSplitIntoSeveralTranslationUnits) {
   const size_t before = codegen::cuda::compiledGraphSources().size();
   manual_seed(17);
@@ -258,7 +260,6 @@ TEST_F(CudaCompile, GraphKernelsAreSplitIntoSeveralTranslationUnits) {
     for (const auto *unit : units) {
       EXPECT_EQ(unit->source.rfind(codegen::cuda::graphPrelude(), 0), 0u) << "each unit starts with the prelude";
       EXPECT_GE(unit->kernel_names.size(), 1u);
-      EXPECT_LE(unit->kernel_names.size(), 8u);
       for (const std::string &n : unit->kernel_names) {
         EXPECT_NE(unit->source.find(n), std::string::npos) << n;
         names.insert(n);
@@ -266,9 +267,12 @@ TEST_F(CudaCompile, GraphKernelsAreSplitIntoSeveralTranslationUnits) {
       }
     }
     EXPECT_EQ(names.size(), kernels) << "a kernel in two units of graph " << graph;
+    const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    EXPECT_EQ(units.size(), std::min<size_t>({(kernels + 3) / 4, threads, kernels})) << "graph " << graph;
     some_split |= units.size() > 1;
   }
-  EXPECT_TRUE(some_split) << "the GPT training graph is several translation units";
+  if (std::thread::hardware_concurrency() > 1)
+    EXPECT_TRUE(some_split) << "the GPT training graph is several translation units";
 }
 
 } // namespace
