@@ -107,7 +107,7 @@ if [ "$DRY" != 1 ]; then
   # NCCL on one rank, DDP on a CUDA model, the digits job under kilnrun (issue 14).
   step kiln-nccl-tests 45 "$(bin kiln-nccl-tests)" --gtest_brief=1 --gtest_output="json:$OUT/kiln-nccl-tests.json"
   step kiln-ddp-cuda-tests 90 "$(bin kiln-ddp-cuda-tests)" --gtest_brief=1 \
-    --gtest_filter='DDPCuda.Nccl*:DDPCuda.Eager*:CudaCopy.*' --gtest_output="json:$OUT/kiln-ddp-cuda-tests.json"
+    --gtest_filter='DDPCuda.Nccl*:DDPCuda.Eager*:DDPCuda.Compiled*:CudaCopy.*' --gtest_output="json:$OUT/kiln-ddp-cuda-tests.json"
   digits=(--epochs 1 --train-size 256 --batch-size 16)
   step digits-nccl 60 "$(bin kilnrun)" --nproc-per-node 1 "$(bin kiln-train-digits)" --ddp --backend nccl \
     --device cuda "${digits[@]}" --save "$OUT/digits_nccl.safetensors"

@@ -8,7 +8,6 @@
 //
 // The reference, independent of the CUDA path and of the reducer: one
 // process training a CPU copy of the model on the global batch.
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -39,117 +38,10 @@ Device rank_device(int rank) {
 /// whose GEMMs sum in another order.
 double tolerance() { return real_cuda() ? 1e-4 : 1e-5; }
 
-int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int fail(int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  std::fputc('\n', stderr);
-  return code;
-}
-
-/// 20 SGD steps (momentum 0.9) of DDP on this rank's rows of a CUDA model
-/// vs one process on all rows of a cpu copy. `accumulate`: each step is two
-/// no_sync micro-batches and a synced one (each a third of the loss).
-/// Also checks that the gradients are on the model's device, and with
-/// gradient_as_bucket_view that the parameters of one bucket share its
-/// storage.
-int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptions &options) {
-  const Device device = rank_device(rank);
-  auto model = make_model(), reference = make_model();
-  model->to(device);
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, options);
-  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  auto loss_of = [&](const Tensor &x, const Tensor &y) {
-    return nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world, device)), rows_of(y, rank, world, device));
-  };
-  for (int s = 0; s < 20; ++s) {
-    auto [x, y] = batch(s);
-    opt.zero_grad();
-    ref_opt.zero_grad();
-    if (accumulate) {
-      {
-        auto guard = ddp->no_sync();
-        for (int m = 0; m < 2; ++m)
-          (loss_of(x, y) * (1.0 / 3)).backward();
-      }
-      (loss_of(x, y) * (1.0 / 3)).backward();
-    } else {
-      loss_of(x, y).backward();
-    }
-    nn::functional::mse_loss(reference->forward(x), y).backward();
-    for (const Tensor &p : model->parameters())
-      if (p.grad().device() != device)
-        return fail(2, "rank %d: a gradient on %s", rank, p.grad().device().str().c_str());
-    if (options.gradient_as_bucket_view) {
-      for (const std::vector<size_t> &bucket : ddp->bucket_indices())
-        for (size_t i : bucket)
-          if (model->parameters()[i].grad().impl()->storage != model->parameters()[bucket[0]].grad().impl()->storage)
-            return fail(3, "rank %d: parameter %zu's gradient is not a view of its bucket", rank, i);
-    }
-    opt.step();
-    ref_opt.step();
-  }
-  const double diff = max_rel_diff(*model, *reference);
-  std::fprintf(stderr, "rank %d of %d on %s: parameters within %.3g of the single cpu process\n", rank, world,
-               device.str().c_str(), diff);
-  if (diff > tolerance())
-    return fail(1, "rank %d: parameters differ from the single process by %g", rank, diff);
-  return 0;
-}
-
-/// find_unused_parameters on a CUDA model: 10 steps with a head no rank uses
-/// (its .grad() stays undefined, as torch).
-int unused_head(int rank, int world) {
-  const Device device = rank_device(rank);
-  auto model = std::make_shared<TwoHeads>();
-  auto reference = std::make_shared<TwoHeads>();
-  model->to(device);
-  dist::DDPOptions o;
-  o.find_unused_parameters = true;
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
-  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
-  for (int s = 0; s < 10; ++s) {
-    auto [x, y] = batch(s);
-    opt.zero_grad();
-    ref_opt.zero_grad();
-    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world, device)), rows_of(y, rank, world, device)).backward();
-    nn::functional::mse_loss(reference->forward(x), y).backward();
-    if (model->unused->weight.grad().defined())
-      return fail(3, "rank %d: the unused head got a gradient", rank);
-    opt.step();
-    ref_opt.step();
-  }
-  const double diff = max_rel_diff(*model, *reference);
-  return diff <= tolerance() ? 0 : fail(1, "rank %d: find_unused_parameters run differs by %g", rank, diff);
-}
-
-/// bf16_compress on CUDA buckets: 5 steps within 2e-2 of the single process
-/// (the all-reduce in bfloat16, 8 bits of mantissa), and not equal to it.
-int bf16_hook(int rank, int world) {
-  const Device device = rank_device(rank);
-  auto model = make_model(), reference = make_model();
-  model->to(device);
-  dist::DDPOptions o;
-  o.comm_hook = "bf16_compress";
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
-  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
-  for (int s = 0; s < 5; ++s) {
-    auto [x, y] = batch(s);
-    opt.zero_grad();
-    ref_opt.zero_grad();
-    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world, device)), rows_of(y, rank, world, device)).backward();
-    nn::functional::mse_loss(reference->forward(x), y).backward();
-    opt.step();
-    ref_opt.step();
-  }
-  const double d = max_rel_diff(*model, *reference);
-  return d <= 2e-2 && d > 0 ? 0 : fail(1, "rank %d: bf16 hook differs by %g", rank, d);
-}
+/// This rank's case: its CUDA device and the tolerance; `compile`: DDP wraps
+/// kiln::compile(model, *compile) (the CUDA target's kernels, the gradients
+/// reaching the reducer from the compiled backward).
+DdpCase cuda_case(int rank, const CompileOptions *compile = nullptr) { return {rank_device(rank), tolerance(), compile}; }
 
 /// KILN_DISTRIBUTED_DEBUG=DETAIL with rank 1 alone compressing its CUDA
 /// buckets to bfloat16: the one bucket's all-reduce (212 elements) is a
@@ -202,13 +94,24 @@ dist::DDPOptions bucket_views(bool one_per_parameter) {
 }
 
 const bool registered = register_rank_cases({
-    {"cuda_equal", [](int rank, int world) { return train_and_compare(rank, world, false, {}); }},
-    {"cuda_bucket_views", [](int rank, int world) { return train_and_compare(rank, world, false, bucket_views(false)); }},
+    {"cuda_equal", [](int rank, int world) { return ddp_train_and_compare(rank, world, false, {}, cuda_case(rank)); }},
+    {"cuda_bucket_views",
+     [](int rank, int world) { return ddp_train_and_compare(rank, world, false, bucket_views(false), cuda_case(rank)); }},
     {"cuda_small_bucket_views",
-     [](int rank, int world) { return train_and_compare(rank, world, false, bucket_views(true)); }},
-    {"cuda_no_sync", [](int rank, int world) { return train_and_compare(rank, world, true, {}); }},
-    {"cuda_unused", unused_head},
-    {"cuda_bf16", bf16_hook},
+     [](int rank, int world) { return ddp_train_and_compare(rank, world, false, bucket_views(true), cuda_case(rank)); }},
+    {"cuda_no_sync", [](int rank, int world) { return ddp_train_and_compare(rank, world, true, {}, cuda_case(rank)); }},
+    {"cuda_compiled",
+     [](int rank, int world) {
+       static const CompileOptions o;
+       return ddp_train_and_compare(rank, world, false, {}, cuda_case(rank, &o));
+     }},
+    {"cuda_compiled_no_sync",
+     [](int rank, int world) {
+       static const CompileOptions o;
+       return ddp_train_and_compare(rank, world, true, {}, cuda_case(rank, &o));
+     }},
+    {"cuda_unused", [](int rank, int world) { return ddp_unused_head(rank, world, cuda_case(rank)); }},
+    {"cuda_bf16", [](int rank, int world) { return ddp_bf16_hook(rank, world, cuda_case(rank)); }},
     {"cuda_mixed", [](int rank, int) { return mixed_devices(rank); }},
     {"cuda_desync", [](int rank, int) { return desync(rank); }},
 });
@@ -225,6 +128,15 @@ std::vector<std::pair<std::string, std::string>> cuda_env(std::vector<std::pair<
 TEST(DDPCuda, EagerTwentyStepsOnTwoAndThreeRanksEqualOneCpuProcessOnTheGlobalBatch) {
   for (int world : {2, 3})
     EXPECT_EQ(run_ranks("cuda_equal", world, 180s, cuda_env()), std::vector<int>(world, 0)) << world << " ranks";
+}
+
+/// DDP around kiln::compile of a CUDA model: the CUDA target's kernels (and
+/// CUDA graphs, on by default for static shapes) with the reducer fed from
+/// the compiled backward; 20 steps equal one cpu process on the global batch,
+/// also with no_sync accumulation.
+TEST(DDPCuda, CompiledTwentyStepsOnTwoRanksEqualOneCpuProcessOnTheGlobalBatch) {
+  EXPECT_EQ(run_ranks("cuda_compiled", 2, 180s, cuda_env()), std::vector<int>(2, 0));
+  EXPECT_EQ(run_ranks("cuda_compiled_no_sync", 2, 180s, cuda_env()), std::vector<int>(2, 0));
 }
 
 TEST(DDPCuda, GradientsAsBucketViewsInOneBucketAndInOneBucketPerParameter) {

@@ -29,98 +29,6 @@
 namespace kiln::distributed_test {
 namespace {
 
-/// 20 SGD steps with DDP on this rank's rows vs one process on all rows;
-/// `accumulate`: each step is two no_sync micro-batches plus a synced one.
-/// find_unused_parameters: 10 steps with a head the forward never uses.
-int unused_head(int rank, int world) {
-  auto model = std::make_shared<TwoHeads>();
-  auto reference = std::make_shared<TwoHeads>();
-  dist::DDPOptions o;
-  o.find_unused_parameters = true;
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
-  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
-  for (int s = 0; s < 10; ++s) {
-    auto [x, y] = batch(s);
-    opt.zero_grad();
-    ref_opt.zero_grad();
-    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
-    nn::functional::mse_loss(reference->forward(x), y).backward();
-    if (model->unused->weight.grad().defined())
-      return 3; // no rank used it: left undefined, as torch
-    opt.step();
-    ref_opt.step();
-  }
-  return max_rel_diff(*model, *reference) <= 1e-5 ? 0 : 1;
-}
-
-/// bf16_compress: the all-reduce in bfloat16 (8 bits of mantissa): 5 steps
-/// within 2e-2 of the single process.
-int bf16_hook(int rank, int world) {
-  auto model = make_model(), reference = make_model();
-  dist::DDPOptions o;
-  o.comm_hook = "bf16_compress";
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
-  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
-  for (int s = 0; s < 5; ++s) {
-    auto [x, y] = batch(s);
-    opt.zero_grad();
-    ref_opt.zero_grad();
-    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
-    nn::functional::mse_loss(reference->forward(x), y).backward();
-    opt.step();
-    ref_opt.step();
-  }
-  const double d = max_rel_diff(*model, *reference);
-  if (d > 2e-2 || d == 0)
-    return std::fprintf(stderr, "rank %d: bf16 hook differs by %g\n", rank, d), 1;
-  return 0;
-}
-
-/// `compile_options`: DDP wraps kiln::compile(model) with them (the
-/// gradients reach the reducer from the compiled backward's AccumulateGrad).
-int train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptions &options,
-                      const CompileOptions *compile_options = nullptr) {
-  auto model = make_model();
-  auto reference = make_model();
-  std::shared_ptr<nn::Module> wrapped = model;
-  if (compile_options)
-    wrapped = kiln::compile(model, *compile_options);
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped, options);
-  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  for (int s = 0; s < 20; ++s) {
-    auto [x, y] = batch(s);
-    opt.zero_grad();
-    ref_opt.zero_grad();
-    if (accumulate) {
-      // Three micro-batches of the same global batch (the mean of means of
-      // equal parts is the mean): the first two without sync.
-      {
-        auto guard = ddp->no_sync();
-        for (int m = 0; m < 2; ++m)
-          (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3))
-              .backward();
-      }
-      (nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)) * (1.0 / 3)).backward();
-    } else {
-      nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world)), rows_of(y, rank, world)).backward();
-    }
-    nn::functional::mse_loss(reference->forward(x), y).backward();
-    opt.step();
-    ref_opt.step();
-  }
-  const double diff = max_rel_diff(*model, *reference);
-  if (diff > 1e-5) {
-    std::fprintf(stderr, "rank %d: parameters differ from the single process by %g\n", rank, diff);
-    return 1;
-  }
-  if (ddp->bucket_indices().empty())
-    return 2;
-  return 0;
-}
-
 /// Dropout under DDP: each rank seeds its generator per step and rank, and
 /// the single process replays the same seeds shard by shard (the mean of
 /// the shards' losses is the global batch's loss), so both draw the same
@@ -303,27 +211,27 @@ int fails_under_kilnrun(const std::string &fault, int rank, int world) {
 }
 
 const bool registered = register_rank_cases({
-    {"equal", [](int rank, int world) { return train_and_compare(rank, world, false, {}); }},
+    {"equal", [](int rank, int world) { return ddp_train_and_compare(rank, world, false, {}, {}); }},
     {"small_buckets",
      [](int rank, int world) {
        dist::DDPOptions o;
        o.first_bucket_cap_mb = o.bucket_cap_mb = 0.0001; // one bucket per parameter: order and launch rules
        o.gradient_as_bucket_view = true;
-       return train_and_compare(rank, world, false, o);
+       return ddp_train_and_compare(rank, world, false, o, {});
      }},
-    {"no_sync", [](int rank, int world) { return train_and_compare(rank, world, true, {}); }},
-    {"unused", unused_head},
-    {"bf16", bf16_hook},
+    {"no_sync", [](int rank, int world) { return ddp_train_and_compare(rank, world, true, {}, {}); }},
+    {"unused", [](int rank, int world) { return ddp_unused_head(rank, world, {}); }},
+    {"bf16", [](int rank, int world) { return ddp_bf16_hook(rank, world, {}); }},
     {"compiled",
      [](int rank, int world) {
        CompileOptions o;
-       return train_and_compare(rank, world, false, {}, &o);
+       return ddp_train_and_compare(rank, world, false, {}, {kCPU, 1e-5, &o});
      }},
     {"compiled_remat",
      [](int rank, int world) {
        CompileOptions o;
        o.memory_budget = 0.5;
-       return train_and_compare(rank, world, false, {}, &o);
+       return ddp_train_and_compare(rank, world, false, {}, {kCPU, 1e-5, &o});
      }},
     {"dropout", [](int rank, int world) { return dropout_equal(rank, world, nullptr); }},
     {"dropout_compiled_remat",

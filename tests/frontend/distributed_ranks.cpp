@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -144,6 +145,117 @@ std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono:
     std::this_thread::sleep_for(10ms);
   }
   return codes;
+}
+
+int fail(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', stderr);
+  return code;
+}
+
+int ddp_train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptions &options, const DdpCase &c) {
+  auto model = make_model(), reference = make_model();
+  model->to(c.device);
+  std::shared_ptr<nn::Module> wrapped = model;
+  if (c.compile)
+    wrapped = kiln::compile(model, *c.compile);
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(wrapped, options);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto loss_of = [&](const Tensor &x, const Tensor &y) {
+    return nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world, c.device)), rows_of(y, rank, world, c.device));
+  };
+  for (int s = 0; s < 20; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    if (accumulate) {
+      {
+        auto guard = ddp->no_sync();
+        for (int m = 0; m < 2; ++m)
+          (loss_of(x, y) * (1.0 / 3)).backward();
+      }
+      (loss_of(x, y) * (1.0 / 3)).backward();
+    } else {
+      loss_of(x, y).backward();
+    }
+    nn::functional::mse_loss(reference->forward(x), y).backward();
+    for (const Tensor &p : model->parameters())
+      if (p.grad().device() != c.device)
+        return fail(2, "rank %d: a gradient on %s, expected %s", rank, p.grad().device().str().c_str(),
+                    c.device.str().c_str());
+    if (options.gradient_as_bucket_view) {
+      for (const std::vector<size_t> &bucket : ddp->bucket_indices())
+        for (size_t i : bucket)
+          if (model->parameters()[i].grad().impl()->storage != model->parameters()[bucket[0]].grad().impl()->storage)
+            return fail(3, "rank %d: parameter %zu's gradient is not a view of its bucket", rank, i);
+    }
+    opt.step();
+    ref_opt.step();
+  }
+  const double diff = max_rel_diff(*model, *reference);
+  std::fprintf(stderr, "rank %d of %d on %s%s: parameters within %.3g of the single cpu process\n", rank, world,
+               c.device.str().c_str(), c.compile ? " (compiled)" : "", diff);
+  if (diff > c.tolerance)
+    return fail(1, "rank %d: parameters differ from the single process by %g (tolerance %g)", rank, diff, c.tolerance);
+  if (ddp->bucket_indices().empty())
+    return fail(2, "rank %d: no buckets", rank);
+  if (auto compiled = std::dynamic_pointer_cast<CompiledModule>(wrapped)) {
+    const CompileStats &st = compiled->stats();
+    std::fprintf(stderr, "rank %d: %d compiles, %d fused kernels, %zu graph breaks, %d CUDA graph replays\n", rank,
+                 st.compiles, st.num_fusions, compiled->graph_breaks().size(), st.cuda_graph_replays);
+    if (st.compiles < 1 || st.num_fusions < 1 || !compiled->graph_breaks().empty())
+      return fail(4, "rank %d: the model did not run compiled without graph breaks", rank);
+  }
+  return 0;
+}
+
+int ddp_unused_head(int rank, int world, const DdpCase &c) {
+  auto model = std::make_shared<TwoHeads>();
+  auto reference = std::make_shared<TwoHeads>();
+  model->to(c.device);
+  dist::DDPOptions o;
+  o.find_unused_parameters = true;
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
+  for (int s = 0; s < 10; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world, c.device)), rows_of(y, rank, world, c.device)).backward();
+    nn::functional::mse_loss(reference->forward(x), y).backward();
+    if (model->unused->weight.grad().defined())
+      return fail(3, "rank %d: the unused head got a gradient", rank);
+    opt.step();
+    ref_opt.step();
+  }
+  const double diff = max_rel_diff(*model, *reference);
+  return diff <= c.tolerance ? 0 : fail(1, "rank %d: find_unused_parameters run differs by %g", rank, diff);
+}
+
+int ddp_bf16_hook(int rank, int world, const DdpCase &c) {
+  auto model = make_model(), reference = make_model();
+  model->to(c.device);
+  dist::DDPOptions o;
+  o.comm_hook = "bf16_compress";
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(model, o);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.05));
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05));
+  for (int s = 0; s < 5; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ref_opt.zero_grad();
+    nn::functional::mse_loss(ddp->forward(rows_of(x, rank, world, c.device)), rows_of(y, rank, world, c.device)).backward();
+    nn::functional::mse_loss(reference->forward(x), y).backward();
+    opt.step();
+    ref_opt.step();
+  }
+  const double d = max_rel_diff(*model, *reference);
+  return d <= 2e-2 && d > 0 ? 0 : fail(1, "rank %d: bf16 hook differs by %g", rank, d);
 }
 
 } // namespace kiln::distributed_test

@@ -69,4 +69,38 @@ bool register_rank_cases(std::vector<std::pair<std::string, RankCase>> cases);
 std::vector<int> run_ranks(const std::string &test_case, int world, std::chrono::seconds limit = 60s,
                            const std::vector<std::pair<std::string, std::string>> &env = {});
 
+// ---- DDP against one process, shared by the cpu and the CUDA rank cases ----
+
+/// How a DDP-vs-one-process case runs: the DDP model's device (the reference
+/// is always a cpu copy of the model training on the global batch), the
+/// relative tolerance of max_rel_diff, and optionally kiln::compile options
+/// (DDP then wraps kiln::compile(model, *compile): the gradients reach the
+/// reducer from the compiled backward's AccumulateGrad).
+struct DdpCase {
+  Device device = kCPU;
+  double tolerance = 1e-5;
+  const CompileOptions *compile = nullptr;
+};
+
+/// Prints the printf-style message and a newline to stderr; returns `code`.
+int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/// 20 SGD steps (lr 0.05, momentum 0.9, MSE) of DDP on this rank's rows vs
+/// one process on all rows. `accumulate`: each step is two no_sync
+/// micro-batches and a synced one (each a third of the loss: the mean of
+/// equal parts' means is the mean). Exit codes: 0 within c.tolerance, 1
+/// differs, 2 a gradient off c.device or no buckets, 3 with
+/// gradient_as_bucket_view a gradient that is not a view of its bucket, 4
+/// with c.compile a model that did not run compiled (no fused kernel, or a
+/// graph break).
+int ddp_train_and_compare(int rank, int world, bool accumulate, const dist::DDPOptions &options, const DdpCase &c);
+
+/// find_unused_parameters: 10 SGD steps with a head the forward never uses
+/// (TwoHeads); its .grad() stays undefined, as torch (exit 3 otherwise).
+int ddp_unused_head(int rank, int world, const DdpCase &c);
+
+/// comm_hook "bf16_compress" (the all-reduce in bfloat16, 8 bits of
+/// mantissa): 5 steps within 2e-2 of the single process, and not equal to it.
+int ddp_bf16_hook(int rank, int world, const DdpCase &c);
+
 } // namespace kiln::distributed_test
