@@ -568,13 +568,20 @@ std::pair<int, int> launch_counts(const std::string &report) {
   return {number_before(f), number_before(b)};
 }
 
-/// One forward + backward of compile(Linear(24, 40) -> GELU("tanh") ->
-/// Linear(40, 8) + mean square) on `device`; `folds` sets KILN_GEMM_EPILOGUES.
-TrainStep gelu_mlp_step(Device device, bool folds, DType dtype = kFloat32) {
+/// The Linear-GELU-Linear of the training-epilogue tests.
+struct GeluMlp {
+  int64_t hidden = 40; ///< the first Linear's out_features: N of the folded GEMMs
+  bool bias = true;    ///< the first Linear's bias
+};
+
+/// One forward + backward of compile(Linear(24, hidden) -> GELU("tanh") ->
+/// Linear(hidden, 8) + mean square) on `device`; `folds` sets KILN_GEMM_EPILOGUES.
+TrainStep gelu_mlp_step(Device device, bool folds, DType dtype = kFloat32, GeluMlp shape = {}) {
   ::setenv("KILN_GEMM_EPILOGUES", folds ? "1" : "0", 1);
   manual_seed(30);
   auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(24, 40), std::make_shared<nn::GELU>("tanh"), std::make_shared<nn::Linear>(40, 8)});
+      std::make_shared<nn::Linear>(24, shape.hidden, shape.bias), std::make_shared<nn::GELU>("tanh"),
+      std::make_shared<nn::Linear>(shape.hidden, 8)});
   Tensor x = randn({6, 24}).to(dtype);
   model->to(dtype);
   model->to(device);
@@ -634,6 +641,27 @@ TEST_F(CudaCompile, TrainingGeluEpiloguesFoldAndMatchUnfusedAndCpu) {
               "(cpu %.9g)\n",
               off.forward_launches, on.forward_launches, off.backward_launches, on.backward_launches, vs_off, vs_cpu,
               vs_f64, off_vs_f64, on.loss, cpu.loss);
+}
+
+/// Without the first Linear's bias the forward has no bias to fold (a bare
+/// GELU after the GEMM is not matched) and the backward has no bias
+/// gradient: DGELU alone. With N = 36 (not a multiple of 8, cuBLASLt's
+/// AUX_LD rule) neither GELU fold is taken; both still train the same.
+TEST_F(CudaCompile, TrainingGeluEpiloguesWithoutBiasOrWithAnOddWidth) {
+  const GeluMlp no_bias{40, false}, odd{36, true};
+  const TrainStep on = gelu_mlp_step(kCuda0, true, kFloat32, no_bias);
+  const TrainStep cpu = gelu_mlp_step(kCPU, true, kFloat32, no_bias);
+  EXPECT_NE(on.report.find(": dgelu;"), std::string::npos) << on.report;
+  EXPECT_EQ(on.report.find("bias+gelu"), std::string::npos) << on.report;
+  const double no_bias_vs_cpu = worst_relative(on.grads, cpu.grads);
+  EXPECT_LE(no_bias_vs_cpu, 1e-5);
+  const TrainStep odd_on = gelu_mlp_step(kCuda0, true, kFloat32, odd);
+  const TrainStep odd_cpu = gelu_mlp_step(kCPU, true, kFloat32, odd);
+  EXPECT_EQ(odd_on.report.find("gelu"), std::string::npos) << odd_on.report;
+  const double odd_vs_cpu = worst_relative(odd_on.grads, odd_cpu.grads);
+  EXPECT_LE(odd_vs_cpu, 1e-5);
+  std::printf("[cuda-compile] dgelu without bias: gradients vs cpu %.3g (backward launches %d); N = 36 unfolded: %.3g\n",
+              no_bias_vs_cpu, on.backward_launches, odd_vs_cpu);
 }
 
 } // namespace
