@@ -150,7 +150,8 @@ int exprOf(Value v, ExprTable &table, const llvm::DenseMap<Value, int> &leaves, 
   int id = -1;
   if (auto c = dyn_cast_or_null<ir::ConstantOp>(op)) {
     id = table.constant(c.getValue().convertToDouble());
-  } else if (op && isa<ir::AddOp, ir::MulOp, ir::SubOp, ir::DivOp, ir::NegOp, ir::ExpOp, ir::SelectOp, ir::CompareOp>(op)) {
+  } else if (op &&
+             isa<ir::AddOp, ir::MulOp, ir::SubOp, ir::DivOp, ir::NegOp, ir::ExpOp, ir::SelectOp, ir::CompareOp>(op)) {
     std::vector<int> kids;
     for (Value operand : op->getOperands()) {
       kids.push_back(exprOf(operand, table, leaves, memo));

@@ -590,7 +590,8 @@ TrainStep gelu_mlp_step(Device device, bool folds, DType dtype = kFloat32, GeluM
   loss.backward();
   TrainStep step;
   step.loss = loss.item();
-  for (const Tensor &p : model->parameters()) step.grads.push_back(p.grad().cpu().to(kFloat32).to_vector<float>());
+  for (const Tensor &p : model->parameters())
+    step.grads.push_back(p.grad().cpu().to(kFloat32).to_vector<float>());
   step.report = compiled->describe(x.to(device));
   std::tie(step.forward_launches, step.backward_launches) = launch_counts(step.report);
   ::unsetenv("KILN_GEMM_EPILOGUES");
@@ -636,11 +637,12 @@ TEST_F(CudaCompile, TrainingGeluEpiloguesFoldAndMatchUnfusedAndCpu) {
   EXPECT_LE(vs_f64, 1e-5);
   EXPECT_NEAR(on.loss, cpu.loss, 1e-5 * std::abs(cpu.loss));
   EXPECT_NEAR(on.loss, off.loss, 1e-5 * std::abs(off.loss));
-  std::printf("[cuda-compile] training GELU epilogues: launches forward %d -> %d, backward %d -> %d; gradients max "
-              "relative difference vs unfolded %.3g, vs cpu %.3g, vs a float64 cpu run %.3g (unfolded: %.3g); loss %.9g "
-              "(cpu %.9g)\n",
-              off.forward_launches, on.forward_launches, off.backward_launches, on.backward_launches, vs_off, vs_cpu,
-              vs_f64, off_vs_f64, on.loss, cpu.loss);
+  std::printf(
+      "[cuda-compile] training GELU epilogues: launches forward %d -> %d, backward %d -> %d; gradients max "
+      "relative difference vs unfolded %.3g, vs cpu %.3g, vs a float64 cpu run %.3g (unfolded: %.3g); loss %.9g "
+      "(cpu %.9g)\n",
+      off.forward_launches, on.forward_launches, off.backward_launches, on.backward_launches, vs_off, vs_cpu, vs_f64,
+      off_vs_f64, on.loss, cpu.loss);
 }
 
 /// Without the first Linear's bias the forward has no bias to fold (a bare
@@ -660,8 +662,9 @@ TEST_F(CudaCompile, TrainingGeluEpiloguesWithoutBiasOrWithAnOddWidth) {
   EXPECT_EQ(odd_on.report.find("gelu"), std::string::npos) << odd_on.report;
   const double odd_vs_cpu = worst_relative(odd_on.grads, odd_cpu.grads);
   EXPECT_LE(odd_vs_cpu, 1e-5);
-  std::printf("[cuda-compile] dgelu without bias: gradients vs cpu %.3g (backward launches %d); N = 36 unfolded: %.3g\n",
-              no_bias_vs_cpu, on.backward_launches, odd_vs_cpu);
+  std::printf(
+      "[cuda-compile] dgelu without bias: gradients vs cpu %.3g (backward launches %d); N = 36 unfolded: %.3g\n",
+      no_bias_vs_cpu, on.backward_launches, odd_vs_cpu);
 }
 
 } // namespace

@@ -18,7 +18,7 @@ constexpr cudaDataType_t kR32F = 0, kR64F = 1, kR16F = 2, kR16BF = 14;
 constexpr cublasComputeType_t kCompute32F = 68, kCompute64F = 70;
 // cublasLt.h attributes
 constexpr cublasLtMatmulDescAttributes_t kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8,
-                                              kDescEpilogueAuxPointer = 11, kDescEpilogueAuxLd = 12;
+                                         kDescEpilogueAuxPointer = 11, kDescEpilogueAuxLd = 12;
 constexpr cublasLtMatrixLayoutAttribute_t kLayoutBatchCount = 5, kLayoutStridedBatchOffset = 6;
 constexpr cublasLtMatmulPreferenceAttributes_t kPrefMaxWorkspaceBytes = 1, kPrefMinAlignmentA = 5,
                                                kPrefMinAlignmentB = 6, kPrefMinAlignmentC = 7, kPrefMinAlignmentD = 8;
@@ -157,8 +157,10 @@ void CublasLtGemm::run_with_epilogue(const TensorView &a, const TensorView &b, c
     throw std::invalid_argument("cuBLASLt gemm: a bias epilogue needs 2-D views, got c " + shape_text(c));
   // The GELU input matrix has D's layout (N rows, ld N); cuBLASLt wants ld % 8 == 0.
   if (aux && c.sizes[1] % 8 != 0)
-    throw std::invalid_argument("cuBLASLt gemm: a GELU aux epilogue needs N % 8 == 0 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), "
-                                "got c " + shape_text(c));
+    throw std::invalid_argument(
+        "cuBLASLt gemm: a GELU aux epilogue needs N % 8 == 0 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), "
+        "got c " +
+        shape_text(c));
   if (a.dtype != b.dtype || a.dtype != c.dtype)
     throw std::invalid_argument(std::string("cuBLASLt gemm: dtypes ") + dtype_name(a.dtype) + ", " +
                                 dtype_name(b.dtype) + ", " + dtype_name(c.dtype) + " (expected one dtype)");
