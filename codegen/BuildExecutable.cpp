@@ -77,7 +77,8 @@ public:
       FailureOr<GemmEpilogueMatch> match = matchGemmEpilogue(fusion);
       if (failed(match))
         return;
-      runtime::KernelHandle kernel = target.gemmEpilogueKernel(match->kind);
+      auto type = cast<RankedTensorType>(match->matmul.getType());
+      runtime::KernelHandle kernel = target.gemmEpilogueKernel(match->kind, type.getDimSize(0), type.getDimSize(1));
       if (!kernel)
         return;
       epilogues_[fusion.getOperation()] = {*match, kernel};
@@ -254,7 +255,8 @@ private:
   }
 
   /// The fusion of a folded epilogue: one GEMM launch reading the matmul's
-  /// operands and the bias (or, when the bias is not contiguous, the GEMM
+  /// operands and the bias (or the aux matrix of a DGELU), writing the
+  /// fusion's results (or, when that operand is not contiguous, the GEMM
   /// the matmul deferred and the fusion's own kernel).
   FailureOr<bool> addGemmEpilogue(ir::FusionOp fusion) {
     auto it = epilogues_.find(fusion.getOperation());
@@ -263,25 +265,38 @@ private:
     GemmEpilogueMatch match = it->second.first;
     const runtime::KernelHandle kernel = it->second.second;
     auto a = slotOf(match.matmul.getLhs(), fusion), b = slotOf(match.matmul.getRhs(), fusion);
-    auto bias = slotOf(match.bias, fusion);
-    if (failed(a) || failed(b) || failed(bias))
+    auto third = slotOf(match.operand, fusion);
+    if (failed(a) || failed(b) || failed(third))
       return failure();
     if (!deferred_.contains(match.matmul.getOperation()))
       return false; // the matmul ran as its own GEMM
-    if (builder.strides(*bias) != std::vector<int64_t>{1}) {
+    const int64_t n = cast<RankedTensorType>(match.matmul.getType()).getDimSize(1);
+    const std::vector<int64_t> dense = readsGemmAux(match.kind) ? std::vector<int64_t>{n, 1} : std::vector<int64_t>{1};
+    if (builder.strides(*third) != dense) {
       deferred_.erase(match.matmul.getOperation());
       if (failed(record(match.matmul.getResult(), builder.addGemm(*a, *b), match.matmul)))
         return failure();
       return false;
     }
-    auto type = slotType(fusion.getResult(0).getType(), fusion);
-    if (failed(type))
-      return failure();
+    // Results: the GEMM's D first, then the aux output or the bias gradient.
+    std::vector<Value> results{fusion.getResult(match.mainResult)};
+    if (fusion.getNumResults() == 2)
+      results.push_back(fusion.getResult(1 - match.mainResult));
+    std::vector<runtime::SlotType> types;
+    for (Value r : results) {
+      auto type = slotType(r.getType(), fusion);
+      if (failed(type))
+        return failure();
+      types.push_back(*type);
+    }
     const std::string name = fusion.getKernel().str() + " (gemm+" + gemmEpilogueName(match.kind) + ")";
-    std::vector<int> out = builder.addKernel(name, kernel, {*a, *b, *bias}, {*type});
-    if (out.size() != 1)
-      return fail(fusion, builder.error()), failure();
-    slots[fusion.getResult(0)] = out[0];
+    std::vector<int> out = builder.addKernel(name, kernel, {*a, *b, *third}, std::move(types));
+    if (out.size() != results.size()) {
+      report(fusion, builder.error());
+      return failure();
+    }
+    for (auto [r, slot] : llvm::zip(results, out))
+      slots[r] = slot;
     if (folded_)
       folded_->push_back(fusion.getKernel().str() + ": " + gemmEpilogueName(match.kind));
     return true;

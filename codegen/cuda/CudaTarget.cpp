@@ -473,18 +473,31 @@ public:
   }
   CostModel costModel() const override { return CostModel{kH200BytesPerSecond, kH200F32FlopsPerSecond}; }
   /// cuBLASLt's epilogue (the simulator applies the same math after its
-  /// GEMM; CudaBackend). KILN_GEMM_EPILOGUES=0 turns the folding off.
-  runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind) const override {
-    static const bool off = [] {
-      const char *v = std::getenv("KILN_GEMM_EPILOGUES");
-      return v && std::string(v) == "0";
-    }();
-    if (off)
+  /// GEMM; CudaBackend). KILN_GEMM_EPILOGUES=0 turns the folding off (read
+  /// at each compile). The GELU aux matrix has the product's layout: its
+  /// leading dimension N must be divisible by 8 (cublasLt.h,
+  /// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), else no fold.
+  runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind, int64_t m, int64_t n) const override {
+    (void)m;
+    const char *v = std::getenv("KILN_GEMM_EPILOGUES");
+    if (v && std::string(v) == "0")
+      return {};
+    using runtime::cuda::GemmEpilogue;
+    GemmEpilogue epilogue = GemmEpilogue::None;
+    switch (kind) {
+    case GemmEpilogueKind::Bias: epilogue = GemmEpilogue::Bias; break;
+    case GemmEpilogueKind::BiasRelu: epilogue = GemmEpilogue::BiasRelu; break;
+    case GemmEpilogueKind::BiasGelu: epilogue = GemmEpilogue::BiasGelu; break;
+    case GemmEpilogueKind::BiasGeluAux: epilogue = GemmEpilogue::BiasGeluAux; break;
+    case GemmEpilogueKind::Dgelu: epilogue = GemmEpilogue::Dgelu; break;
+    case GemmEpilogueKind::DgeluBgrad: epilogue = GemmEpilogue::DgeluBgrad; break;
+    }
+    const bool aux = kind == GemmEpilogueKind::BiasGeluAux || kind == GemmEpilogueKind::Dgelu ||
+                     kind == GemmEpilogueKind::DgeluBgrad;
+    if (aux && n % 8 != 0)
       return {};
     auto kernel = std::make_shared<runtime::cuda::CompiledKernel>();
-    kernel->gemm_epilogue = kind == GemmEpilogueKind::Bias       ? runtime::cuda::GemmEpilogue::Bias
-                            : kind == GemmEpilogueKind::BiasRelu ? runtime::cuda::GemmEpilogue::BiasRelu
-                                                                 : runtime::cuda::GemmEpilogue::BiasGelu;
+    kernel->gemm_epilogue = epilogue;
     return runtime::KernelHandle{nullptr, false, kernel};
   }
 

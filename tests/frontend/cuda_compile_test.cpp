@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -541,6 +542,133 @@ TEST_F(CudaCompile, CudaGraphsNotUsedByShapeGenericArtifacts) {
   const std::string report = compiled->describe(randn({24, 32}).to(kCuda0));
   EXPECT_NE(report.find("shape-generic artifact"), std::string::npos) << report;
   EXPECT_GT(compiled->stats().dynamic_instantiations + 1, 0);
+}
+
+} // namespace
+} // namespace kiln
+
+// The training epilogues (cuBLASLt's GELU_AUX_BIAS forward, DGELU_BGRAD
+// backward) on the simulator: one training step of Linear-GELU-Linear with
+// the folds equals the same graph unfolded (KILN_GEMM_EPILOGUES=0) and the
+// CPU target.
+namespace kiln {
+namespace {
+
+struct TrainStep {
+  double loss = 0;
+  std::vector<std::vector<float>> grads; ///< per parameter, in parameters() order
+  std::string report;                    ///< kiln::explain
+  int forward_launches = 0, backward_launches = 0;
+};
+
+/// The "<n> launches" counts of explain's memory plan line (forward, backward).
+std::pair<int, int> launch_counts(const std::string &report) {
+  const size_t plan = report.find("memory plan:");
+  const size_t f = report.find(" launches;", plan), b = report.find(" launches", f + 1);
+  auto number_before = [&](size_t end) {
+    size_t start = report.rfind(' ', end - 1) + 1;
+    return std::atoi(report.substr(start, end - start).c_str());
+  };
+  return {number_before(f), number_before(b)};
+}
+
+/// The Linear-GELU-Linear of the training-epilogue tests.
+struct GeluMlp {
+  int64_t hidden = 40; ///< the first Linear's out_features: N of the folded GEMMs
+  bool bias = true;    ///< the first Linear's bias
+};
+
+/// One forward + backward of compile(Linear(24, hidden) -> GELU("tanh") ->
+/// Linear(hidden, 8) + mean square) on `device`; `folds` sets KILN_GEMM_EPILOGUES.
+TrainStep gelu_mlp_step(Device device, bool folds, DType dtype = kFloat32, GeluMlp shape = {}) {
+  ::setenv("KILN_GEMM_EPILOGUES", folds ? "1" : "0", 1);
+  manual_seed(30);
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(24, shape.hidden, shape.bias), std::make_shared<nn::GELU>("tanh"),
+      std::make_shared<nn::Linear>(shape.hidden, 8)});
+  Tensor x = randn({6, 24}).to(dtype);
+  model->to(dtype);
+  model->to(device);
+  auto compiled = compile(std::make_shared<WithLoss>(model));
+  Tensor loss = compiled->forward(std::vector<Tensor>{x.to(device)})[0];
+  loss.backward();
+  TrainStep step;
+  step.loss = loss.item();
+  for (const Tensor &p : model->parameters())
+    step.grads.push_back(p.grad().cpu().to(kFloat32).to_vector<float>());
+  step.report = compiled->describe(x.to(device));
+  std::tie(step.forward_launches, step.backward_launches) = launch_counts(step.report);
+  ::unsetenv("KILN_GEMM_EPILOGUES");
+  return step;
+}
+
+/// max over parameters of max|got - want| / max|want| (each gradient's
+/// error relative to its scale: an entry near zero is a sum that cancels,
+/// whose own relative error says nothing about the fold).
+double worst_relative(const std::vector<std::vector<float>> &got, const std::vector<std::vector<float>> &want) {
+  double worst = 0;
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size() && p < want.size(); ++p) {
+    EXPECT_EQ(got[p].size(), want[p].size());
+    double scale = 1e-30, error = 0;
+    for (size_t i = 0; i < got[p].size() && i < want[p].size(); ++i) {
+      scale = std::max(scale, static_cast<double>(std::abs(want[p][i])));
+      error = std::max(error, std::abs(static_cast<double>(got[p][i]) - want[p][i]));
+    }
+    worst = std::max(worst, error / scale);
+  }
+  return worst;
+}
+
+TEST_F(CudaCompile, TrainingGeluEpiloguesFoldAndMatchUnfusedAndCpu) {
+  const TrainStep cpu = gelu_mlp_step(kCPU, true);
+  const TrainStep off = gelu_mlp_step(kCuda0, false);
+  const TrainStep on = gelu_mlp_step(kCuda0, true);
+  const TrainStep f64 = gelu_mlp_step(kCPU, true, kFloat64);
+  // Forward: fusion_0 (bias + GELU, also yielding the pre-activation saved
+  // for backward) is GELU_AUX_BIAS; backward: GELU's gradient and its
+  // column sum (the first Linear's bias gradient) after the input-gradient
+  // GEMM are DGELU_BGRAD.
+  EXPECT_NE(on.report.find("fusion_0: bias+gelu+aux;"), std::string::npos) << on.report;
+  EXPECT_NE(on.report.find(": dgelu+bgrad;"), std::string::npos) << on.report;
+  EXPECT_EQ(off.report.find("GEMM epilogues"), std::string::npos) << off.report;
+  EXPECT_EQ(on.forward_launches, off.forward_launches - 1) << on.report;
+  EXPECT_EQ(on.backward_launches, off.backward_launches - 1) << on.report;
+  const double vs_off = worst_relative(on.grads, off.grads), vs_cpu = worst_relative(on.grads, cpu.grads);
+  const double vs_f64 = worst_relative(on.grads, f64.grads), off_vs_f64 = worst_relative(off.grads, f64.grads);
+  EXPECT_LE(vs_off, 1e-5);
+  EXPECT_LE(vs_cpu, 1e-5);
+  EXPECT_LE(vs_f64, 1e-5);
+  EXPECT_NEAR(on.loss, cpu.loss, 1e-5 * std::abs(cpu.loss));
+  EXPECT_NEAR(on.loss, off.loss, 1e-5 * std::abs(off.loss));
+  std::printf(
+      "[cuda-compile] training GELU epilogues: launches forward %d -> %d, backward %d -> %d; gradients max "
+      "relative difference vs unfolded %.3g, vs cpu %.3g, vs a float64 cpu run %.3g (unfolded: %.3g); loss %.9g "
+      "(cpu %.9g)\n",
+      off.forward_launches, on.forward_launches, off.backward_launches, on.backward_launches, vs_off, vs_cpu, vs_f64,
+      off_vs_f64, on.loss, cpu.loss);
+}
+
+/// Without the first Linear's bias the forward has no bias to fold (a bare
+/// GELU after the GEMM is not matched) and the backward has no bias
+/// gradient: DGELU alone. With N = 36 (not a multiple of 8, cuBLASLt's
+/// AUX_LD rule) neither GELU fold is taken; both still train the same.
+TEST_F(CudaCompile, TrainingGeluEpiloguesWithoutBiasOrWithAnOddWidth) {
+  const GeluMlp no_bias{40, false}, odd{36, true};
+  const TrainStep on = gelu_mlp_step(kCuda0, true, kFloat32, no_bias);
+  const TrainStep cpu = gelu_mlp_step(kCPU, true, kFloat32, no_bias);
+  EXPECT_NE(on.report.find(": dgelu;"), std::string::npos) << on.report;
+  EXPECT_EQ(on.report.find("bias+gelu"), std::string::npos) << on.report;
+  const double no_bias_vs_cpu = worst_relative(on.grads, cpu.grads);
+  EXPECT_LE(no_bias_vs_cpu, 1e-5);
+  const TrainStep odd_on = gelu_mlp_step(kCuda0, true, kFloat32, odd);
+  const TrainStep odd_cpu = gelu_mlp_step(kCPU, true, kFloat32, odd);
+  EXPECT_EQ(odd_on.report.find("gelu"), std::string::npos) << odd_on.report;
+  const double odd_vs_cpu = worst_relative(odd_on.grads, odd_cpu.grads);
+  EXPECT_LE(odd_vs_cpu, 1e-5);
+  std::printf(
+      "[cuda-compile] dgelu without bias: gradients vs cpu %.3g (backward launches %d); N = 36 unfolded: %.3g\n",
+      no_bias_vs_cpu, on.backward_launches, odd_vs_cpu);
 }
 
 } // namespace

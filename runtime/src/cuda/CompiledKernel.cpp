@@ -27,6 +27,9 @@ const char *gemm_epilogue_name(GemmEpilogue epilogue) {
   case GemmEpilogue::Bias: return "bias";
   case GemmEpilogue::BiasRelu: return "bias+relu";
   case GemmEpilogue::BiasGelu: return "bias+gelu";
+  case GemmEpilogue::BiasGeluAux: return "bias+gelu+aux";
+  case GemmEpilogue::Dgelu: return "dgelu";
+  case GemmEpilogue::DgeluBgrad: return "dgelu+bgrad";
   }
   return "?";
 }
@@ -49,7 +52,79 @@ template <class T> void epilogue_rows(GemmEpilogue epilogue, const TensorView &b
     }
 }
 
+/// Row-major dense (strides empty: dense by convention).
+bool dense(const TensorView &v) {
+  if (v.strides.empty())
+    return true;
+  int64_t expect = 1;
+  for (size_t d = v.sizes.size(); d-- > 0;) {
+    if (v.sizes[d] != 1 && v.strides[d] != expect)
+      return false;
+    expect *= v.sizes[d];
+  }
+  return true;
+}
+
+constexpr double kGeluSqrt2OverPi = 0.79788456080286535588, kGeluCubic = 0.044715;
+
+/// d/dx of 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+double gelu_tanh_derivative(double x) {
+  const double th = std::tanh(kGeluSqrt2OverPi * (x + kGeluCubic * x * x * x));
+  return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kGeluSqrt2OverPi * (1.0 + 3.0 * kGeluCubic * x * x);
+}
+
+template <class T>
+void training_epilogue_rows(GemmEpilogue epilogue, const TensorView &vec, const TensorView &mat, const TensorView &c) {
+  const int64_t M = c.sizes[0], N = c.sizes[1];
+  T *out = static_cast<T *>(c.data());
+  T *aux = static_cast<T *>(mat.data());
+  T *v = epilogue == GemmEpilogue::Dgelu ? nullptr : static_cast<T *>(vec.data());
+  if (epilogue == GemmEpilogue::BiasGeluAux) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const T t = static_cast<T>(static_cast<double>(out[m * N + n]) + static_cast<double>(v[n]));
+        const double x = static_cast<double>(t);
+        aux[m * N + n] = t;
+        out[m * N + n] =
+            static_cast<T>(0.5 * x * (1.0 + std::tanh(kGeluSqrt2OverPi * (x + kGeluCubic * x * x * x))));
+      }
+    return;
+  }
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      out[m * N + n] = static_cast<T>(static_cast<double>(out[m * N + n]) *
+                                      gelu_tanh_derivative(static_cast<double>(aux[m * N + n])));
+  if (epilogue != GemmEpilogue::DgeluBgrad)
+    return;
+  for (int64_t n = 0; n < N; ++n) {
+    double sum = 0.0;
+    for (int64_t m = 0; m < M; ++m)
+      sum += static_cast<double>(out[m * N + n]);
+    v[n] = static_cast<T>(sum);
+  }
+}
+
 } // namespace
+
+void apply_gemm_epilogue_on_host(GemmEpilogue epilogue, const TensorView &vec, const TensorView &mat,
+                                 const TensorView &c) {
+  if (epilogue != GemmEpilogue::BiasGeluAux && epilogue != GemmEpilogue::Dgelu && epilogue != GemmEpilogue::DgeluBgrad)
+    return apply_gemm_epilogue_on_host(epilogue, vec, c);
+  const bool has_vec = epilogue != GemmEpilogue::Dgelu;
+  if (c.sizes.size() != 2 || mat.sizes != c.sizes || mat.dtype != c.dtype ||
+      (has_vec && (vec.sizes.size() != 1 || vec.sizes[0] != c.sizes[1] || vec.dtype != c.dtype)) ||
+      !dense(c) || !dense(mat) || (has_vec && !dense(vec)))
+    throw std::invalid_argument(std::string("gemm epilogue ") + gemm_epilogue_name(epilogue) +
+                                ": expected contiguous c [M, N], aux [M, N] and (but for dgelu) a vector [N] of one "
+                                "dtype");
+  if (c.dtype == DType::Float32)
+    training_epilogue_rows<float>(epilogue, vec, mat, c);
+  else if (c.dtype == DType::Float64)
+    training_epilogue_rows<double>(epilogue, vec, mat, c);
+  else
+    throw std::invalid_argument(std::string("gemm epilogue ") + gemm_epilogue_name(epilogue) +
+                                ": float32 or float64 expected, got " + dtype_name(c.dtype));
+}
 
 void apply_gemm_epilogue_on_host(GemmEpilogue epilogue, const TensorView &bias, const TensorView &c) {
   if (c.sizes.size() != 2 || bias.sizes.size() != 1 || bias.sizes[0] != c.sizes[1] || bias.dtype != c.dtype)

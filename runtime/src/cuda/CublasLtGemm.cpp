@@ -17,7 +17,8 @@ constexpr cudaDataType_t kR32F = 0, kR64F = 1, kR16F = 2, kR16BF = 14;
 // cublas_api.h cublasComputeType_t
 constexpr cublasComputeType_t kCompute32F = 68, kCompute64F = 70;
 // cublasLt.h attributes
-constexpr cublasLtMatmulDescAttributes_t kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;
+constexpr cublasLtMatmulDescAttributes_t kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8,
+                                         kDescEpilogueAuxPointer = 11, kDescEpilogueAuxLd = 12;
 constexpr cublasLtMatrixLayoutAttribute_t kLayoutBatchCount = 5, kLayoutStridedBatchOffset = 6;
 constexpr cublasLtMatmulPreferenceAttributes_t kPrefMaxWorkspaceBytes = 1, kPrefMinAlignmentA = 5,
                                                kPrefMinAlignmentB = 6, kPrefMinAlignmentC = 7, kPrefMinAlignmentD = 8;
@@ -151,16 +152,22 @@ void CublasLtGemm::run(const TensorView &a, const TensorView &b, const TensorVie
 }
 
 void CublasLtGemm::run_with_epilogue(const TensorView &a, const TensorView &b, const TensorView &c, int32_t epilogue,
-                                     const void *bias, StreamHandle stream) {
+                                     const void *bias, StreamHandle stream, const void *aux) {
   if (bias && c.sizes.size() != 2)
     throw std::invalid_argument("cuBLASLt gemm: a bias epilogue needs 2-D views, got c " + shape_text(c));
+  // The GELU input matrix has D's layout (N rows, ld N); cuBLASLt wants ld % 8 == 0.
+  if (aux && c.sizes[1] % 8 != 0)
+    throw std::invalid_argument(
+        "cuBLASLt gemm: a GELU aux epilogue needs N % 8 == 0 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), "
+        "got c " +
+        shape_text(c));
   if (a.dtype != b.dtype || a.dtype != c.dtype)
     throw std::invalid_argument(std::string("cuBLASLt gemm: dtypes ") + dtype_name(a.dtype) + ", " +
                                 dtype_name(b.dtype) + ", " + dtype_name(c.dtype) + " (expected one dtype)");
   const LtTypes types = lt_types(c.dtype);
   const GemmPlan p = plan_gemm(a, b, c);
   if (p.m == 0 || p.n == 0 || p.batch == 0) return;
-  if (p.k == 0 && bias)
+  if (p.k == 0 && (bias || aux))
     throw std::invalid_argument("cuBLASLt gemm: a bias epilogue over an empty sum (K = 0) is not supported");
   if (p.k == 0) { // an empty sum: zeros
     device_.memset_async(c.data(), 0, static_cast<size_t>(c.numel()) * itemsize(c.dtype), stream);
@@ -176,12 +183,21 @@ void CublasLtGemm::run_with_epilogue(const TensorView &a, const TensorView &b, c
                  "cublasLtMatmulDescSetAttribute(TRANSA)");
   check_cublaslt(lt.cublasLtMatmulDescSetAttribute(d.desc, kDescTransB, &trans_b, sizeof(trans_b)),
                  "cublasLtMatmulDescSetAttribute(TRANSB)");
-  if (bias) {
+  if (bias || aux) {
     const uint32_t mode = static_cast<uint32_t>(epilogue);
     check_cublaslt(lt.cublasLtMatmulDescSetAttribute(d.desc, kDescEpilogue, &mode, sizeof(mode)),
                    "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  }
+  if (bias) {
     check_cublaslt(lt.cublasLtMatmulDescSetAttribute(d.desc, kDescBiasPointer, &bias, sizeof(bias)),
                    "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  if (aux) {
+    const int64_t aux_ld = c.sizes[1];
+    check_cublaslt(lt.cublasLtMatmulDescSetAttribute(d.desc, kDescEpilogueAuxPointer, &aux, sizeof(aux)),
+                   "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
+    check_cublaslt(lt.cublasLtMatmulDescSetAttribute(d.desc, kDescEpilogueAuxLd, &aux_ld, sizeof(aux_ld)),
+                   "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)");
   }
   make_layout(lt, types.data, p.a, p.batch, &d.a);
   make_layout(lt, types.data, p.b, p.batch, &d.b);

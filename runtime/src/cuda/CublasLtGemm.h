@@ -66,8 +66,20 @@ public:
   /// CUBLASLT_MATMUL_DESC_BIAS_POINTER). In the column-major product the
   /// plan computes (D = c^T, N rows), cuBLASLt's per-row bias is c's
   /// per-column bias[n]. 2-D only: throws std::invalid_argument otherwise.
+  ///
+  /// Training epilogues (cublasLt.h, cublasLtEpilogue_t and
+  /// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER / _AUX_LD):
+  ///  - 164 GELU_AUX_BIAS: `bias` as above; `aux` (written) receives the
+  ///    pre-GELU value t = a x b + bias, c = gelu(t);
+  ///  - 192 DGELU: `aux` (read) is the saved t, c = (a x b) * gelu'(t);
+  ///  - 208 DGELU_BGRAD: the same, and `bias` (written) receives the bias
+  ///    gradient: the sum of D over its columns (D's rows count, N), i.e.
+  ///    bgrad[n] = sum_m c[m, n].
+  /// `aux` is an [M, N] row-major buffer of c's dtype: in the column-major
+  /// product it is D's layout, N rows and AUX_LD = N, which cuBLASLt needs
+  /// divisible by 8 (std::invalid_argument otherwise).
   void run_with_epilogue(const TensorView &a, const TensorView &b, const TensorView &c, int32_t epilogue,
-                         const void *bias, StreamHandle stream);
+                         const void *bias, StreamHandle stream, const void *aux = nullptr);
 
 private:
   void ensure_handle();

@@ -162,24 +162,34 @@ public:
 private:
   /// c = epilogue(a x b + bias): cuBLASLt's epilogue on a GPU; on the
   /// simulator the CPU's GEMM, then the same epilogue math on the host.
+  /// Operands a, b, then bias [N] or (Dgelu, DgeluBgrad) aux [M, N]; results
+  /// c, then aux (BiasGeluAux) or bgrad (DgeluBgrad): CompiledKernel.h.
   void gemm_with_epilogue(const CompiledKernel &k, const KernelArgs &args, Stream &stream) {
-    if (k.gemm_epilogue == GemmEpilogue::None || args.operands.size() != 3 || args.results.size() != 1)
-      throw std::runtime_error("cuda backend: a GEMM epilogue launch takes a, b, bias and one result");
-    const TensorView &a = *args.operands[0], &b = *args.operands[1], &bias = *args.operands[2];
+    const GemmEpilogue epilogue = k.gemm_epilogue;
+    const bool reads_aux = epilogue == GemmEpilogue::Dgelu || epilogue == GemmEpilogue::DgeluBgrad;
+    const size_t results = epilogue == GemmEpilogue::BiasGeluAux || epilogue == GemmEpilogue::DgeluBgrad ? 2 : 1;
+    if (epilogue == GemmEpilogue::None || args.operands.size() != 3 || args.results.size() != results)
+      throw std::runtime_error(std::string("cuda backend: a GEMM epilogue launch (") + gemm_epilogue_name(epilogue) +
+                               ") takes a, b, a bias or aux operand and " + std::to_string(results) + " result(s)");
+    const TensorView &a = *args.operands[0], &b = *args.operands[1], &third = *args.operands[2];
     const TensorView &c = *args.results[0];
+    const TensorView second = results == 2 ? *args.results[1] : TensorView{};
+    // cuBLASLt's pointers: BIAS_POINTER (bias read, or bgrad written) and EPILOGUE_AUX_POINTER.
+    const TensorView &vec = reads_aux ? second : third;
+    const TensorView &mat = reads_aux ? third : second;
     if (!host_accessible_) {
       PerDevice &d = at(stream.device().index);
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!d.gemm) d.gemm = std::make_unique<CublasLtGemm>(*d.api);
       }
-      d.gemm->run_with_epilogue(a, b, c, static_cast<int32_t>(k.gemm_epilogue), bias.data(), stream_handle(stream));
+      d.gemm->run_with_epilogue(a, b, c, static_cast<int32_t>(epilogue), vec.buffer ? vec.data() : nullptr,
+                                stream_handle(stream), mat.buffer ? mat.data() : nullptr);
       return;
     }
-    const GemmEpilogue epilogue = k.gemm_epilogue;
-    host_fallback("gemm", stream, [a, b, bias, c, epilogue] {
+    host_fallback("gemm", stream, [a, b, vec, mat, c, epilogue] {
       cpu_backend()->gemm(a, b, c, cpu_stream());
-      apply_gemm_epilogue_on_host(epilogue, bias, c);
+      apply_gemm_epilogue_on_host(epilogue, vec, mat, c);
     });
   }
 

@@ -79,11 +79,15 @@ struct KernelCompileTimes {
 };
 
 /// A GEMM epilogue a target may fold into its GEMM (codegen/GemmEpilogue.h
-/// matches them): what is applied to t = a x b + bias[n] before the store.
+/// matches them): what is applied to t = a x b + bias[n] before the store
+/// (forward), or to the product g = a x b of a backward GEMM.
 enum class GemmEpilogueKind {
-  Bias,     ///< t (cuBLASLt: CUBLASLT_EPILOGUE_BIAS)
-  BiasRelu, ///< relu(t) (CUBLASLT_EPILOGUE_RELU_BIAS)
-  BiasGelu, ///< gelu(t, "tanh") (CUBLASLT_EPILOGUE_GELU_BIAS)
+  Bias,        ///< t (cuBLASLt: CUBLASLT_EPILOGUE_BIAS)
+  BiasRelu,    ///< relu(t) (CUBLASLT_EPILOGUE_RELU_BIAS)
+  BiasGelu,    ///< gelu(t, "tanh") (CUBLASLT_EPILOGUE_GELU_BIAS)
+  BiasGeluAux, ///< gelu(t, "tanh") and t itself, saved for backward (CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+  Dgelu,       ///< g * gelu'(aux) with aux the saved t (CUBLASLT_EPILOGUE_DGELU)
+  DgeluBgrad,  ///< the same and its column sum, the bias gradient (CUBLASLT_EPILOGUE_DGELU_BGRAD)
 };
 
 class Target {
@@ -115,13 +119,15 @@ public:
   virtual std::shared_ptr<KernelLibrary> loadKernels(const std::string &object, const std::vector<std::string> &names,
                                                      std::string *error) const = 0;
   virtual CostModel costModel() const = 0;
-  /// The launch of a float32 GEMM with `kind` folded into its store:
-  /// operands a [M, K], b [K, N] (views with a unit stride in one of the two
-  /// dims), bias [N] contiguous; one result [M, N]. A null handle (the
-  /// default) when the target does not fold epilogues: the fusion then runs
-  /// as its own kernel after the GEMM.
-  virtual runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind) const {
-    (void)kind;
+  /// The launch of a float32 GEMM with `kind` folded into its store, for
+  /// a product [M, N]: operands a [M, K], b [K, N] (views with a unit stride
+  /// in one of the two dims), then bias [N] contiguous (Bias*, BiasGeluAux)
+  /// or aux [M, N] contiguous (Dgelu, DgeluBgrad); results [M, N], then aux
+  /// [M, N] (BiasGeluAux) or the bias gradient [N] (DgeluBgrad). A null
+  /// handle (the default) when the target does not fold `kind` at this
+  /// shape: the fusion then runs as its own kernel after the GEMM.
+  virtual runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind, int64_t m, int64_t n) const {
+    (void)kind, (void)m, (void)n;
     return {};
   }
 };

@@ -75,21 +75,32 @@ struct KernelArgSource {
 
 /// A GEMM's fused epilogue (cuBLASLt's cublasLtEpilogue_t values): what is
 /// applied to each element of a x b before it is stored.
-enum class GemmEpilogue : int8_t {
+enum class GemmEpilogue : int16_t {
   None = 0,
   Bias = 4,      ///< CUBLASLT_EPILOGUE_BIAS: + bias[n]
   BiasRelu = 6,  ///< CUBLASLT_EPILOGUE_RELU_BIAS: max(x + bias[n], 0)
   BiasGelu = 36, ///< CUBLASLT_EPILOGUE_GELU_BIAS: gelu_tanh(x + bias[n])
+  /// CUBLASLT_EPILOGUE_GELU_AUX_BIAS: as BiasGelu, and t = x + bias[n]
+  /// stored in the aux matrix (the pre-GELU value backward needs).
+  BiasGeluAux = 4 | 32 | 128,
+  Dgelu = 64 | 128, ///< CUBLASLT_EPILOGUE_DGELU: x * gelu_tanh'(aux[m, n])
+  /// CUBLASLT_EPILOGUE_DGELU_BGRAD: as Dgelu, and bgrad[n] = sum over m of
+  /// the stored gradient (cuBLASLt's bias gradient: one per row of the
+  /// column-major D = c^T, i.e. per column n of c).
+  DgeluBgrad = 64 | 128 | 16,
 };
 
-/// "bias", "bias+relu", "bias+gelu" (for names and errors).
+/// "bias", "bias+relu", "bias+gelu", "bias+gelu+aux", "dgelu", "dgelu+bgrad"
+/// (for names and errors).
 const char *gemm_epilogue_name(GemmEpilogue epilogue);
 
 /// One kernel of a graph: its module, its parameters and its launch shape
 /// (1-D grid and block, as codegen/cuda's LaunchRule); or, with `module`
 /// null and `gemm_epilogue` set, a GEMM with a fused epilogue (operands a
-/// [M, K], b [K, N] (any unit-stride layout, as DeviceBackend::gemm), bias
-/// [N] contiguous; result c [M, N] contiguous; one float dtype).
+/// [M, K], b [K, N] (any unit-stride layout, as DeviceBackend::gemm), then
+/// bias [N] contiguous (Bias, BiasRelu, BiasGelu, BiasGeluAux) or aux [M, N]
+/// contiguous (Dgelu, DgeluBgrad); results c [M, N] contiguous, then aux
+/// [M, N] (BiasGeluAux) or bgrad [N] (DgeluBgrad); one float dtype).
 struct CompiledKernel {
   GemmEpilogue gemm_epilogue = GemmEpilogue::None;
   std::shared_ptr<const CudaModule> module;
@@ -114,6 +125,21 @@ struct CompiledKernel {
 /// element computed in double and rounded once. float32 and float64; throws
 /// std::invalid_argument naming the dtype or shapes otherwise.
 void apply_gemm_epilogue_on_host(GemmEpilogue epilogue, const TensorView &bias, const TensorView &c);
+
+/// The simulator's training epilogues, the same way, after the GEMM wrote
+/// c = a x b [M, N] (contiguous), per cublasLt.h's cublasLtEpilogue_t:
+///  - BiasGeluAux: aux[m, n] = t = c[m, n] + bias[n], c[m, n] = gelu(t)
+///    (`vec` = bias [N], `mat` = aux [M, N] written);
+///  - Dgelu: c[m, n] *= gelu'(aux[m, n]) with gelu' the derivative of the
+///    tanh form, 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)
+///    (1 + 3 * 0.044715 x^2), u = sqrt(2/pi) (x + 0.044715 x^3)
+///    (`mat` = aux read, `vec` unused);
+///  - DgeluBgrad: as Dgelu, then vec[n] = sum over m of the rounded c[m, n]
+///    (`vec` = bgrad [N] written; summed in double in m order, rounded once).
+/// Other epilogues go to the overload above. Throws std::invalid_argument
+/// naming the epilogue for other shapes or dtypes (float32/float64 only).
+void apply_gemm_epilogue_on_host(GemmEpilogue epilogue, const TensorView &vec, const TensorView &mat,
+                                 const TensorView &c);
 
 /// Launches `kernel` (a KernelHandle's native CompiledKernel) on `args` on
 /// CUDA device `device` (its DeviceApi `api`), ordered on `stream`: the
