@@ -4,7 +4,7 @@
 // on CUDA tensors gives exactly what the same collective gives on CPU
 // tensors, through the CUDA backend's pinned allocator (its counters show
 // the staging path was taken and every block was returned). Ranks are
-// threads meeting through a HashStore, as in process_group_test.cpp.
+// threads meeting through a HashStore (thread_ranks.h).
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -15,6 +15,7 @@
 #include "kiln/runtime/DeviceBackend.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
 #include "kiln/runtime/distributed/ProcessGroup.h"
+#include "thread_ranks.h"
 
 namespace kiln::runtime::distributed {
 namespace {
@@ -77,24 +78,12 @@ void fill(const TensorView &v, int rank, int salt) {
   }
 }
 
+/// The ranks: threads over loopback Gloo (thread_ranks.h), with 20 s
+/// timeouts (the simulator's copies are slow on a loaded machine).
 void run_ranks(int size, const std::function<void(ProcessGroup &)> &body) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(20s);
-  std::vector<std::thread> threads;
-  std::vector<std::string> failures(static_cast<size_t>(size));
   GlooOptions options;
   options.timeout = 20s;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto pg = make_gloo_process_group(store, r, size, options);
-        body(*pg);
-      } catch (const std::exception &e) {
-        failures[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto &t : threads) t.join();
-  for (int r = 0; r < size; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
+  test::run_thread_ranks(size, body, options, 20s);
 }
 
 TEST_F(GlooCudaStaging, AllreduceOfCudaTensorsEqualsTheCpuResultInEveryDTypeAndOp) {

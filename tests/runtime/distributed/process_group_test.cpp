@@ -14,6 +14,7 @@
 
 #include "../../../runtime/src/cpu/Half.h"
 #include "kiln/runtime/distributed/ProcessGroup.h"
+#include "thread_ranks.h"
 
 namespace kiln::runtime::distributed {
 namespace {
@@ -24,29 +25,11 @@ TensorView make_view(DType t, int64_t n) {
   return TensorView{Buffer::make(static_cast<size_t>(n) * itemsize(t)), 0, {n}, {1}, t};
 }
 
-/// Runs `body(group)` on `size` threads, one rank each; rethrows the first
-/// failure of a rank on the test thread.
-void run_ranks(int size, const std::function<void(ProcessGroup &)> &body, GlooOptions options = {}) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(10s);
-  std::vector<std::thread> threads;
-  std::vector<std::string> failures(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto pg = make_gloo_process_group(store, r, size, options);
-        body(*pg);
-      } catch (const std::exception &e) {
-        failures[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto &t : threads) t.join();
-  for (int r = 0; r < size; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
-}
+using test::run_thread_ranks;
 
 TEST(GlooProcessGroup, AllreduceSumAvgMaxMinInFloat32Float64Int64Int32) {
   for (int size : {2, 3}) {
-    run_ranks(size, [size](ProcessGroup &pg) {
+    run_thread_ranks(size, [size](ProcessGroup &pg) {
       const int64_t n = 3001; // odd: the ring splits it unevenly
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
         auto f32 = make_view(DType::Float32, n);
@@ -85,7 +68,7 @@ TEST(GlooProcessGroup, AllreduceSumAvgMaxMinInFloat32Float64Int64Int32) {
 }
 
 TEST(GlooProcessGroup, SixteenBitFloatsReduceInFloatAndRoundToNearestEven) {
-  run_ranks(2, [](ProcessGroup &pg) {
+  run_thread_ranks(2, [](ProcessGroup &pg) {
     auto h = make_view(DType::Float16, 4), b = make_view(DType::BFloat16, 4);
     const float values[2][4] = {{1.0f, 0.5f, -3.0f, 1000.0f}, {2.0f, 0.25f, 1.0f, 0.125f}};
     for (int i = 0; i < 4; ++i) {
@@ -103,7 +86,7 @@ TEST(GlooProcessGroup, SixteenBitFloatsReduceInFloatAndRoundToNearestEven) {
 }
 
 TEST(GlooProcessGroup, BroadcastAllgatherReduceScatterBarrier) {
-  run_ranks(3, [](ProcessGroup &pg) {
+  run_thread_ranks(3, [](ProcessGroup &pg) {
     const int size = pg.size(), rank = pg.rank();
     auto t = make_view(DType::Float32, 5);
     for (int i = 0; i < 5; ++i) static_cast<float *>(t.data())[i] = static_cast<float>(rank * 10 + i);
@@ -134,7 +117,7 @@ TEST(GlooProcessGroup, BroadcastAllgatherReduceScatterBarrier) {
 }
 
 TEST(GlooProcessGroup, CollectivesRunInCallOrderOnTheCommunicationThread) {
-  run_ranks(2, [](ProcessGroup &pg) {
+  run_thread_ranks(2, [](ProcessGroup &pg) {
     std::vector<TensorView> ts;
     std::vector<std::shared_ptr<Work>> works;
     for (int k = 0; k < 20; ++k) {
@@ -152,7 +135,7 @@ TEST(GlooProcessGroup, CollectivesRunInCallOrderOnTheCommunicationThread) {
 }
 
 TEST(GlooProcessGroup, BadArgumentsThrowAtTheCall) {
-  run_ranks(2, [](ProcessGroup &pg) {
+  run_thread_ranks(2, [](ProcessGroup &pg) {
     TensorView strided = make_view(DType::Float32, 8);
     strided.sizes = {4}, strided.strides = {2};
     try {
