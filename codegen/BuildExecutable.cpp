@@ -4,6 +4,7 @@
 #include "GemmEpilogue.h"
 #include "GeneralizeKernel.h"
 #include "KernelAbi.h"
+#include "kiln/passes/FlopCount.h"
 
 #include <cstring>
 #include <type_traits>
@@ -26,6 +27,54 @@ std::string typeString(Type type) {
   llvm::raw_string_ostream os(s);
   os << type;
   return os.str();
+}
+
+/// Bytes of a statically shaped tensor value (0 for anything else).
+int64_t valueBytes(Value v) {
+  auto tensor = dyn_cast<RankedTensorType>(v.getType());
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  auto dtype = dtypeOf(tensor.getElementType());
+  return succeeded(dtype) ? tensor.getNumElements() * static_cast<int64_t>(itemsize(*dtype)) : 0;
+}
+
+/// FLOPs of a kiln.fusion's body (kiln/passes/FlopCount.h, op by op).
+int64_t bodyFlops(ir::FusionOp fusion) {
+  int64_t flops = 0;
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    flops += passes::opFlops(&op);
+  return flops;
+}
+
+/// "gemm MxNxK" (a batched matmul: "gemm BxMxNxK") of a kiln.matmul.
+std::string gemmName(ir::MatmulOp matmul) {
+  auto lhs = cast<RankedTensorType>(matmul.getLhs().getType()).getShape();
+  auto out = cast<RankedTensorType>(matmul.getType()).getShape();
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < out.size(); ++d)
+    batch *= out[d];
+  std::string name = "gemm ";
+  if (out.size() > 2)
+    name += std::to_string(batch) + "x";
+  return name + std::to_string(out[out.size() - 2]) + "x" + std::to_string(out.back()) + "x" +
+         std::to_string(lhs.back());
+}
+
+/// A launch record of `op` (operand and result bytes, its FLOPs).
+LaunchInfo launchOf(LaunchInfo::Kind kind, std::string name, Operation *op, bool backward) {
+  LaunchInfo info;
+  info.kind = kind;
+  info.name = std::move(name);
+  info.backward = backward;
+  for (Value v : op->getOperands())
+    info.bytes_read += valueBytes(v);
+  for (Value v : op->getResults())
+    info.bytes_written += valueBytes(v);
+  info.flops = passes::opFlops(op);
+  if (auto tensor = dyn_cast<RankedTensorType>(op->getResult(0).getType()))
+    if (auto dtype = dtypeOf(tensor.getElementType()); succeeded(dtype))
+      info.dtype = *dtype;
+  return info;
 }
 
 /// The `saved` arguments of @backward whose buffer belongs to them alone:
@@ -86,6 +135,7 @@ public:
   }
 
   std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
+    backward_ = func.getName() == "backward";
     Block &entry = func.getBody().front();
     llvm::DenseSet<unsigned> donatable = privateSavedArguments(func);
     for (BlockArgument arg : entry.getArguments()) {
@@ -111,6 +161,7 @@ public:
   }
 
   void setDevice(Device device) { builder.setDevice(device); }
+  void recordLaunches(std::vector<LaunchInfo> *launches) { launches_ = launches; }
   void keepAlive(std::shared_ptr<const void> owner) { builder.keepAlive(std::move(owner)); }
 
 private:
@@ -161,6 +212,7 @@ private:
           if (deferred_.contains(op) && gemmReadable(*a) && gemmReadable(*b))
             return success();
           deferred_.erase(op);
+          note(launchOf(LaunchInfo::Kind::Gemm, gemmName(matmul), op, backward_));
           return record(matmul.getResult(), builder.addGemm(*a, *b), op);
         })
         .Case<ir::Conv2dOp, ir::Conv2dInputGradOp, ir::Conv2dWeightGradOp>([&](auto conv) { return addConv(conv); })
@@ -218,6 +270,7 @@ private:
     auto type = slotType(conv.getType(), conv);
     if (failed(a) || failed(b) || failed(type))
       return failure();
+    note(launchOf(LaunchInfo::Kind::Conv, opName(conv), conv, backward_));
     return record(conv.getResult(), builder.addConv(kind, p, *a, *b, *type), conv);
   }
 
@@ -243,6 +296,7 @@ private:
     auto type = slotType(pool.getType(), pool);
     if (failed(a) || failed(type))
       return failure();
+    note(launchOf(LaunchInfo::Kind::Pool, opName(pool), pool, backward_));
     return record(pool.getResult(), builder.addMaxPool(kind, p, *a, indices, *type), pool);
   }
 
@@ -270,6 +324,7 @@ private:
       return false; // the matmul ran as its own GEMM
     if (builder.strides(*bias) != std::vector<int64_t>{1}) {
       deferred_.erase(match.matmul.getOperation());
+      note(launchOf(LaunchInfo::Kind::Gemm, gemmName(match.matmul), match.matmul, backward_));
       if (failed(record(match.matmul.getResult(), builder.addGemm(*a, *b), match.matmul)))
         return failure();
       return false;
@@ -282,6 +337,11 @@ private:
     if (out.size() != 1)
       return fail(fusion, builder.error()), failure();
     slots[fusion.getResult(0)] = out[0];
+    LaunchInfo gemm = launchOf(LaunchInfo::Kind::Gemm, name, match.matmul, backward_);
+    gemm.bytes_read += valueBytes(match.bias);
+    gemm.bytes_written = valueBytes(fusion.getResult(0));
+    gemm.flops += bodyFlops(fusion);
+    note(std::move(gemm));
     if (folded_)
       folded_->push_back(fusion.getKernel().str() + ": " + gemmEpilogueName(match.kind));
     return true;
@@ -339,6 +399,10 @@ private:
       return fail(fusion, builder.error());
     if (!binding.symbol.empty())
       builder.setKernelSymbol(binding.symbol);
+    LaunchInfo launch = launchOf(LaunchInfo::Kind::Kernel, fusion.getKernel().str(), fusion, backward_);
+    launch.flops = bodyFlops(fusion);
+    launch.symbol = binding.symbol.empty() ? fusion.getKernel().str() : binding.symbol;
+    note(std::move(launch));
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
       slots[r] = s;
     for (auto [k, check] : llvm::enumerate(checks))
@@ -346,6 +410,11 @@ private:
     if (!builder.error().empty())
       return fail(fusion, builder.error());
     return success();
+  }
+
+  void note(LaunchInfo launch) {
+    if (launches_)
+      launches_->push_back(std::move(launch));
   }
 
   LogicalResult record(Value result, int slot, Operation *op) {
@@ -362,6 +431,8 @@ private:
   llvm::DenseMap<Operation *, std::pair<GemmEpilogueMatch, runtime::KernelHandle>> epilogues_; ///< fusion -> fold
   llvm::DenseSet<Operation *> deferred_; ///< matmuls whose GEMM is their epilogue's launch
   std::vector<std::string> *folded_ = nullptr;
+  std::vector<LaunchInfo> *launches_ = nullptr; ///< the launch report (LaunchInfo), when asked
+  bool backward_ = false;
 };
 
 } // namespace
@@ -379,8 +450,10 @@ std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func,
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, const KernelBinder &bind,
                                                            std::shared_ptr<const void> keepAlive, Device device,
                                                            std::string *error, const Target *target,
-                                                           std::vector<std::string> *folded) {
+                                                           std::vector<std::string> *folded,
+                                                           std::vector<LaunchInfo> *launches) {
   ExecutableBuilder b(bind, error);
+  b.recordLaunches(launches);
   if (target)
     b.findGemmEpilogues(func, *target, folded);
   b.setDevice(device);
