@@ -157,11 +157,16 @@ public:
       report(func, "building the launch list failed: " + message);
       return nullptr;
     }
+    if (launches_)
+      addCopyLaunches(*exe);
     return exe;
   }
 
   void setDevice(Device device) { builder.setDevice(device); }
-  void recordLaunches(std::vector<LaunchInfo> *launches) { launches_ = launches; }
+  void recordLaunches(std::vector<LaunchInfo> *launches) {
+    launches_ = launches;
+    firstLaunch_ = launches ? launches->size() : 0;
+  }
   void keepAlive(std::shared_ptr<const void> owner) { builder.keepAlive(std::move(owner)); }
 
 private:
@@ -412,6 +417,30 @@ private:
     return success();
   }
 
+  /// The copies the Builder inserted (strided views made contiguous,
+  /// reshapes that copy) into this function's launch records, in run order:
+  /// the other counted launches are the records noted so far, in order.
+  void addCopyLaunches(const runtime::LaunchExecutable &exe) {
+    std::vector<LaunchInfo> mine(launches_->begin() + static_cast<std::ptrdiff_t>(firstLaunch_), launches_->end());
+    launches_->resize(firstLaunch_);
+    size_t next = 0;
+    for (const runtime::LaunchExecutable::CountedLaunch &l : exe.counted_launches()) {
+      const bool copy = l.kind == runtime::LaunchKind::Copy || l.kind == runtime::LaunchKind::Reshape;
+      if (!copy && next < mine.size()) {
+        launches_->push_back(std::move(mine[next++]));
+        continue;
+      }
+      LaunchInfo info;
+      info.kind = LaunchInfo::Kind::Copy;
+      info.name = l.kind == runtime::LaunchKind::Copy ? "copy" : "reshape copy";
+      info.backward = backward_;
+      info.bytes_read = info.bytes_written = l.result_bytes;
+      launches_->push_back(std::move(info));
+    }
+    for (; next < mine.size(); ++next)
+      launches_->push_back(std::move(mine[next]));
+  }
+
   void note(LaunchInfo launch) {
     if (launches_)
       launches_->push_back(std::move(launch));
@@ -432,6 +461,7 @@ private:
   llvm::DenseSet<Operation *> deferred_; ///< matmuls whose GEMM is their epilogue's launch
   std::vector<std::string> *folded_ = nullptr;
   std::vector<LaunchInfo> *launches_ = nullptr; ///< the launch report (LaunchInfo), when asked
+  size_t firstLaunch_ = 0; ///< this function's first record in *launches_
   bool backward_ = false;
 };
 

@@ -51,6 +51,8 @@ const char *libraryKind(LaunchInfo::Kind kind) {
     return "conv";
   case LaunchInfo::Kind::Pool:
     return "pool";
+  case LaunchInfo::Kind::Copy:
+    return "copy";
   case LaunchInfo::Kind::Kernel:
     break;
   }
@@ -89,7 +91,8 @@ std::vector<perf::KernelPerf> kernelPerfRecords(const CompiledGraph &graph, cons
     } else {
       k.kind = libraryKind(launch.kind);
       k.rate = launch.kind == LaunchInfo::Kind::Gemm ? gemmRate(launch.dtype) : perf::FlopRate::Fp32;
-      k.ptxas_note = "n/a (library kernel: cuBLASLt / the backend)";
+      k.ptxas_note = launch.kind == LaunchInfo::Kind::Copy ? "n/a (the backend's strided copy)"
+                                                           : "n/a (library kernel: cuBLASLt / the backend)";
     }
     k.finish(speed, limits);
     out.push_back(std::move(k));

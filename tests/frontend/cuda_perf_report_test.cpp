@@ -5,12 +5,14 @@
 // ptxas' registers (NVRTC sm_90) and no spills.
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 
 #include <gtest/gtest.h>
 
 #include "kiln/codegen/PerfModel.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/Nvrtc.h"
+#include "models/gpt.h"
 
 namespace kiln {
 namespace {
@@ -132,6 +134,38 @@ TEST_F(CudaPerfReport, MlpExplainHasRegistersFromPtxasAndNoSpills) {
   }
   EXPECT_GT(kernels, 0);
   EXPECT_GE(gemms, 3); // forward 2, backward at least the weight gradients
+}
+
+/// The integer after `prefix` in `text` (-1 when absent).
+int64_t number_after(const std::string &text, const std::string &pattern) {
+  std::smatch m;
+  return std::regex_search(text, m, std::regex(pattern + "([0-9]+)")) ? std::stoll(m[1]) : -1;
+}
+
+// The compiled training GPT (1 block, d_model 16): the report covers every
+// launch of the memory plan, forward and backward, and no kernel spills.
+TEST_F(CudaPerfReport, GptReportCoversEveryLaunch) {
+  manual_seed(12);
+  auto gpt = std::make_shared<models::GPT>(/*vocab=*/11, /*context=*/8, /*layers=*/1, /*d_model=*/16, /*heads=*/2,
+                                           /*dropout=*/0.0);
+  gpt->to(kCuda0);
+  auto compiled = compile(gpt);
+  const Tensor x = clamp(floor(rand({2, 8}) * 11.0), 0.0, 10.0).to(kInt64).to(kCuda0);
+  const std::string report = explain(*compiled, x, /*print=*/false);
+  std::printf("[perf-report] %s", report.c_str());
+  const int64_t forward = number_after(report, "memory plan: forward arena [0-9]+ bytes, ");
+  const int64_t backward = number_after(report, "backward arena [0-9]+ bytes[^,]*, ");
+  ASSERT_GT(forward, 0) << report;
+  ASSERT_GT(backward, 0) << report;
+  EXPECT_EQ(number_after(report, "  forward: "), forward) << report;
+  EXPECT_EQ(number_after(report, "  backward: "), backward) << report;
+  int64_t spills = 0, with_ptxas = 0;
+  for (const codegen::perf::KernelPerf &k : compiled->kernel_perf(x)) {
+    spills += k.spill_bytes;
+    with_ptxas += k.has_ptxas;
+  }
+  EXPECT_EQ(spills, 0);
+  if (runtime::cuda::nvrtc_available()) EXPECT_GT(with_ptxas, 0);
 }
 
 } // namespace

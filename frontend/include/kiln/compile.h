@@ -315,6 +315,8 @@ public:
   /// (kiln/codegen/PerfReport.h; include kiln/codegen/PerfModel.h to read
   /// them). Meaningful for CUDA inputs (the CUDA target's kernels).
   std::vector<codegen::perf::KernelPerf> kernel_perf(const Tensor &input) const;
+  /// The same for the artifact serving a call forward(inputs).
+  std::vector<codegen::perf::KernelPerf> kernel_perf(const std::vector<Tensor> &inputs) const;
 
   struct Artifact;
   struct Guard;
@@ -378,8 +380,8 @@ private:
 public:
   struct CudaGraphs; ///< CompileOptions::cuda_graphs: the pool, capture stream, counters, notes (compile/cuda_graphs.h)
 private:
-  /// The guard key of a call with `input` alone, and the artifact serving it (or null).
-  GuardKey guard_of(const Tensor &input) const;
+  /// The guard key of a call with `inputs` (forward's names), and the artifact serving it (or null).
+  GuardKey guard_of(const std::vector<Tensor> &inputs) const;
   const Artifact *artifact_for(const GuardKey &guard) const;
   std::shared_ptr<CudaGraphs> cuda_graphs_;
   void use_cuda_graphs(Artifact &artifact);

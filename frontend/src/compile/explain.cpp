@@ -9,10 +9,11 @@
 
 namespace kiln {
 
-GuardKey CompiledModule::guard_of(const Tensor &input) const {
+GuardKey CompiledModule::guard_of(const std::vector<Tensor> &inputs) const {
   detail::CallSpec call;
-  call.inputs = {input};
-  call.input_names = {"input"};
+  call.inputs = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)  // as CompiledModule::forward names them
+    call.input_names.push_back(inputs.size() == 1 ? std::string("input") : "input " + std::to_string(i));
   return GuardKey::of(call, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
                       options_.guard_scalars);
 }
@@ -42,7 +43,7 @@ std::string CompiledModule::describe(const Tensor &input) const {
     }
     return os.str();
   }
-  const GuardKey guard = guard_of(input);
+  const GuardKey guard = guard_of({input});
   const Artifact *artifact = artifact_for(guard);
   if (!artifact) {
     // No artifact for this one input (e.g. a call of several inputs): the
@@ -124,8 +125,12 @@ std::string CompiledModule::describe(const Tensor &input) const {
 }
 
 std::vector<codegen::perf::KernelPerf> CompiledModule::kernel_perf(const Tensor &input) const {
+  return kernel_perf(std::vector<Tensor>{input});
+}
+
+std::vector<codegen::perf::KernelPerf> CompiledModule::kernel_perf(const std::vector<Tensor> &inputs) const {
   if (graph_breaks_) return {};
-  const Artifact *artifact = artifact_for(guard_of(input));
+  const Artifact *artifact = artifact_for(guard_of(inputs));
   return artifact ? codegen::kernelPerfRecords(artifact->graph) : std::vector<codegen::perf::KernelPerf>{};
 }
 

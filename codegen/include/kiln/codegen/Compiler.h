@@ -75,9 +75,9 @@ struct FusionInfo {
 /// the launch's operand and result tensor sizes (each once); FLOPs follow
 /// kiln/passes/FlopCount.h (GEMMs 2*M*N*K, elementwise one per element).
 struct LaunchInfo {
-  enum class Kind { Kernel, Gemm, Conv, Pool };
+  enum class Kind { Kernel, Gemm, Conv, Pool, Copy }; ///< Copy: a strided view made contiguous by the runtime
   Kind kind = Kind::Kernel;
-  std::string name;   ///< fusion kernel name; "gemm MxNxK" (batch "gemm BxMxNxK"); "<fusion> (gemm+bias)"; op name
+  std::string name;   ///< fusion kernel name; "gemm MxNxK" (batch "gemm BxMxNxK"); "<fusion> (gemm+bias)"; op name; "copy"
   std::string symbol; ///< Kernel: its function in the kernel library (fusions may share one)
   bool backward = false;
   int64_t bytes_read = 0;
