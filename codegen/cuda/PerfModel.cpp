@@ -34,7 +34,8 @@ Occupancy occupancy(int64_t registers_per_thread, int64_t threads_per_block, int
                     const SmLimits &limits) {
   Occupancy o;
   if (threads_per_block <= 0 || threads_per_block > limits.threads_per_block ||
-      registers_per_thread > limits.max_registers_per_thread || shared_bytes_per_block > limits.shared_bytes_per_block) {
+      registers_per_thread > limits.max_registers_per_thread ||
+      shared_bytes_per_block > limits.shared_bytes_per_block) {
     o.limit = OccupancyLimit::Launch;
     return o;
   }
@@ -45,8 +46,8 @@ Occupancy occupancy(int64_t registers_per_thread, int64_t threads_per_block, int
     const int64_t per_warp = roundUp(registers_per_thread * limits.warp_size, limits.register_unit_per_warp);
     o.by_registers = (limits.registers_per_sm / per_warp) / warps_per_block;
   }
-  const int64_t shared = roundUp(std::max<int64_t>(0, shared_bytes_per_block), limits.shared_unit) +
-                         limits.shared_reserved_per_block;
+  const int64_t shared =
+      roundUp(std::max<int64_t>(0, shared_bytes_per_block), limits.shared_unit) + limits.shared_reserved_per_block;
   o.by_shared = limits.shared_bytes_per_sm / shared;
   o.blocks_per_sm = std::min({o.by_warps, o.by_registers, o.by_shared, limits.blocks_per_sm});
   if (o.blocks_per_sm == o.by_warps)
@@ -117,7 +118,8 @@ std::string formatKernelPerf(const KernelPerf &k) {
   std::snprintf(ai, sizeof ai, "%.3g", k.arithmetic_intensity);
   s += "]: reads " + std::to_string(k.bytes_read) + " B, writes " + std::to_string(k.bytes_written) + " B, " +
        std::to_string(k.flops) + " FLOPs (" + rateName(k.rate) + "), AI " + ai + " FLOP/B, " +
-       (k.compute_bound ? "compute-bound" : "memory-bound") + ", roofline " + formatSeconds(k.roofline_seconds) + " s; ";
+       (k.compute_bound ? "compute-bound" : "memory-bound") + ", roofline " + formatSeconds(k.roofline_seconds) +
+       " s; ";
   if (!k.has_ptxas)
     return s + "ptxas: " + k.ptxas_note;
   s += std::to_string(k.registers) + " registers, " + std::to_string(k.spill_bytes) + " spill bytes, " +

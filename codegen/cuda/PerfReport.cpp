@@ -15,7 +15,8 @@ namespace rc = runtime::cuda;
 
 /// ptxas' report (sm_90) of every kernel of `units`, by kernel name; on
 /// failure empty, with the reason in `*why`.
-std::map<std::string, rc::KernelResources> ptxasResources(const std::vector<KernelSourceUnit> &units, std::string *why) {
+std::map<std::string, rc::KernelResources> ptxasResources(const std::vector<KernelSourceUnit> &units,
+                                                          std::string *why) {
   std::map<std::string, rc::KernelResources> out;
   if (units.empty()) {
     *why = "no device kernels (not the CUDA target)";
@@ -123,8 +124,8 @@ std::string formatPerfReport(const std::vector<perf::KernelPerf> &records, const
     if (n == 0)
       continue;
     s += indent + "  " + function + ": " + std::to_string(n) + " launches, " + std::to_string(bytes) + " B, " +
-         std::to_string(flops) + " FLOPs, total roofline " + perf::formatSeconds(totalRooflineSeconds(records, function)) +
-         " s\n";
+         std::to_string(flops) + " FLOPs, total roofline " +
+         perf::formatSeconds(totalRooflineSeconds(records, function)) + " s\n";
     for (const perf::KernelPerf &k : records)
       if (k.function == function)
         s += indent + "    " + perf::formatKernelPerf(k) + "\n";

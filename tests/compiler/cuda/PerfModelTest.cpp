@@ -64,8 +64,8 @@ TEST(PerfModel, SmallBlocksHitTheBlockCap) {
 
 TEST(PerfModel, OverLimitBlocksCannotLaunch) {
   EXPECT_EQ(occupancy(32, 256, 228 * 1024).limit, OccupancyLimit::Launch); // over 227 KiB per block
-  EXPECT_EQ(occupancy(32, 2048, 0).blocks_per_sm, 0);                     // over 1024 threads
-  EXPECT_EQ(occupancy(256, 256, 0).blocks_per_sm, 0);                     // over 255 registers
+  EXPECT_EQ(occupancy(32, 2048, 0).blocks_per_sm, 0);                      // over 1024 threads
+  EXPECT_EQ(occupancy(256, 256, 0).blocks_per_sm, 0);                      // over 255 registers
 }
 
 // Pointwise add of n float32: 8n bytes read, 4n written, n FLOPs; AI 1/12,

@@ -60,12 +60,12 @@ const char *limitName(OccupancyLimit limit);
 
 /// Resident blocks per SM and the fraction of the SM's warps they fill.
 struct Occupancy {
-  int64_t blocks_per_sm = 0;   ///< min of the three limits below and the block cap
-  int64_t by_warps = 0;        ///< floor(warps_per_sm / warps per block)
-  int64_t by_registers = 0;    ///< floor(floor(registers_per_sm / registers per warp) / warps per block)
-  int64_t by_shared = 0;       ///< floor(shared_bytes_per_sm / (shared per block, rounded, + reserved))
-  int64_t active_warps = 0;    ///< blocks_per_sm x warps per block
-  double fraction = 0.0;       ///< active_warps / warps_per_sm, in [0, 1]
+  int64_t blocks_per_sm = 0; ///< min of the three limits below and the block cap
+  int64_t by_warps = 0;      ///< floor(warps_per_sm / warps per block)
+  int64_t by_registers = 0;  ///< floor(floor(registers_per_sm / registers per warp) / warps per block)
+  int64_t by_shared = 0;     ///< floor(shared_bytes_per_sm / (shared per block, rounded, + reserved))
+  int64_t active_warps = 0;  ///< blocks_per_sm x warps per block
+  double fraction = 0.0;     ///< active_warps / warps_per_sm, in [0, 1]
   OccupancyLimit limit = OccupancyLimit::Warps; ///< the smallest limit (ties: warps, registers, shared, blocks)
 };
 
@@ -85,10 +85,10 @@ Occupancy occupancy(int64_t registers_per_thread, int64_t threads_per_block, int
 
 /// A device's memory bandwidth and peak arithmetic rates.
 struct DeviceSpeed {
-  double bytes_per_second = 4.8e12;             ///< HBM3e, H200 SXM
-  double tensor16_flops_per_second = 989.5e12;  ///< bf16/f16 tensor cores, dense
-  double tf32_flops_per_second = 494.7e12;      ///< TF32 tensor cores, dense
-  double fp32_flops_per_second = 66.9e12;       ///< fp32 CUDA cores (FMA = 2 FLOPs)
+  double bytes_per_second = 4.8e12;            ///< HBM3e, H200 SXM
+  double tensor16_flops_per_second = 989.5e12; ///< bf16/f16 tensor cores, dense
+  double tf32_flops_per_second = 494.7e12;     ///< TF32 tensor cores, dense
+  double fp32_flops_per_second = 66.9e12;      ///< fp32 CUDA cores (FMA = 2 FLOPs)
 };
 inline constexpr DeviceSpeed kH200{};
 
@@ -123,10 +123,10 @@ struct KernelPerf {
   int64_t shared_bytes = 0; ///< static (ptxas) + dynamic shared memory per block
 
   // Derived by finish():
-  Occupancy occupancy;              ///< valid when has_ptxas and block_threads > 0
-  double arithmetic_intensity = 0;  ///< flops / (bytes_read + bytes_written), FLOP/byte
+  Occupancy occupancy;             ///< valid when has_ptxas and block_threads > 0
+  double arithmetic_intensity = 0; ///< flops / (bytes_read + bytes_written), FLOP/byte
   double roofline_seconds = 0;
-  bool compute_bound = false;       ///< flops / peak > bytes / bandwidth
+  bool compute_bound = false; ///< flops / peak > bytes / bandwidth
 
   int64_t bytes() const { return bytes_read + bytes_written; }
   /// Fills the derived fields from the others.
