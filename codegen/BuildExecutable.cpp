@@ -4,6 +4,7 @@
 #include "GemmEpilogue.h"
 #include "GeneralizeKernel.h"
 #include "KernelAbi.h"
+#include "kiln/passes/FlopCount.h"
 
 #include <cstring>
 #include <type_traits>
@@ -26,6 +27,54 @@ std::string typeString(Type type) {
   llvm::raw_string_ostream os(s);
   os << type;
   return os.str();
+}
+
+/// Bytes of a statically shaped tensor value (0 for anything else).
+int64_t valueBytes(Value v) {
+  auto tensor = dyn_cast<RankedTensorType>(v.getType());
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  auto dtype = dtypeOf(tensor.getElementType());
+  return succeeded(dtype) ? tensor.getNumElements() * static_cast<int64_t>(itemsize(*dtype)) : 0;
+}
+
+/// FLOPs of a kiln.fusion's body (kiln/passes/FlopCount.h, op by op).
+int64_t bodyFlops(ir::FusionOp fusion) {
+  int64_t flops = 0;
+  for (Operation &op : fusion.getBodyBlock().without_terminator())
+    flops += passes::opFlops(&op);
+  return flops;
+}
+
+/// "gemm MxNxK" (a batched matmul: "gemm BxMxNxK") of a kiln.matmul.
+std::string gemmName(ir::MatmulOp matmul) {
+  auto lhs = cast<RankedTensorType>(matmul.getLhs().getType()).getShape();
+  auto out = cast<RankedTensorType>(matmul.getType()).getShape();
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < out.size(); ++d)
+    batch *= out[d];
+  std::string name = "gemm ";
+  if (out.size() > 2)
+    name += std::to_string(batch) + "x";
+  return name + std::to_string(out[out.size() - 2]) + "x" + std::to_string(out.back()) + "x" +
+         std::to_string(lhs.back());
+}
+
+/// A launch record of `op` (operand and result bytes, its FLOPs).
+LaunchInfo launchOf(LaunchInfo::Kind kind, std::string name, Operation *op, bool backward) {
+  LaunchInfo info;
+  info.kind = kind;
+  info.name = std::move(name);
+  info.backward = backward;
+  for (Value v : op->getOperands())
+    info.bytes_read += valueBytes(v);
+  for (Value v : op->getResults())
+    info.bytes_written += valueBytes(v);
+  info.flops = passes::opFlops(op);
+  if (auto tensor = dyn_cast<RankedTensorType>(op->getResult(0).getType()))
+    if (auto dtype = dtypeOf(tensor.getElementType()); succeeded(dtype))
+      info.dtype = *dtype;
+  return info;
 }
 
 /// The `saved` arguments of @backward whose buffer belongs to them alone:
@@ -87,6 +136,7 @@ public:
   }
 
   std::shared_ptr<runtime::LaunchExecutable> build(func::FuncOp func) {
+    backward_ = func.getName() == "backward";
     Block &entry = func.getBody().front();
     llvm::DenseSet<unsigned> donatable = privateSavedArguments(func);
     for (BlockArgument arg : entry.getArguments()) {
@@ -108,10 +158,16 @@ public:
       report(func, "building the launch list failed: " + message);
       return nullptr;
     }
+    if (launches_)
+      addCopyLaunches(*exe);
     return exe;
   }
 
   void setDevice(Device device) { builder.setDevice(device); }
+  void recordLaunches(std::vector<LaunchInfo> *launches) {
+    launches_ = launches;
+    firstLaunch_ = launches ? launches->size() : 0;
+  }
   void keepAlive(std::shared_ptr<const void> owner) { builder.keepAlive(std::move(owner)); }
 
 private:
@@ -162,6 +218,7 @@ private:
           if (deferred_.contains(op) && gemmReadable(*a) && gemmReadable(*b))
             return success();
           deferred_.erase(op);
+          note(launchOf(LaunchInfo::Kind::Gemm, gemmName(matmul), op, backward_));
           return record(matmul.getResult(), builder.addGemm(*a, *b), op);
         })
         .Case<ir::Conv2dOp, ir::Conv2dInputGradOp, ir::Conv2dWeightGradOp>([&](auto conv) { return addConv(conv); })
@@ -219,6 +276,7 @@ private:
     auto type = slotType(conv.getType(), conv);
     if (failed(a) || failed(b) || failed(type))
       return failure();
+    note(launchOf(LaunchInfo::Kind::Conv, opName(conv), conv, backward_));
     return record(conv.getResult(), builder.addConv(kind, p, *a, *b, *type), conv);
   }
 
@@ -244,6 +302,7 @@ private:
     auto type = slotType(pool.getType(), pool);
     if (failed(a) || failed(type))
       return failure();
+    note(launchOf(LaunchInfo::Kind::Pool, opName(pool), pool, backward_));
     return record(pool.getResult(), builder.addMaxPool(kind, p, *a, indices, *type), pool);
   }
 
@@ -274,6 +333,7 @@ private:
     const std::vector<int64_t> dense = readsGemmAux(match.kind) ? std::vector<int64_t>{n, 1} : std::vector<int64_t>{1};
     if (builder.strides(*third) != dense) {
       deferred_.erase(match.matmul.getOperation());
+      note(launchOf(LaunchInfo::Kind::Gemm, gemmName(match.matmul), match.matmul, backward_));
       if (failed(record(match.matmul.getResult(), builder.addGemm(*a, *b), match.matmul)))
         return failure();
       return false;
@@ -297,6 +357,13 @@ private:
     }
     for (auto [r, slot] : llvm::zip(results, out))
       slots[r] = slot;
+    LaunchInfo gemm = launchOf(LaunchInfo::Kind::Gemm, name, match.matmul, backward_);
+    gemm.bytes_read += valueBytes(match.operand);
+    gemm.bytes_written = 0;
+    for (Value r : results)
+      gemm.bytes_written += valueBytes(r);
+    gemm.flops += bodyFlops(fusion);
+    note(std::move(gemm));
     if (folded_)
       folded_->push_back(fusion.getKernel().str() + ": " + gemmEpilogueName(match.kind));
     return true;
@@ -354,6 +421,10 @@ private:
       return fail(fusion, builder.error());
     if (!binding.symbol.empty())
       builder.setKernelSymbol(binding.symbol);
+    LaunchInfo launch = launchOf(LaunchInfo::Kind::Kernel, fusion.getKernel().str(), fusion, backward_);
+    launch.flops = bodyFlops(fusion);
+    launch.symbol = binding.symbol.empty() ? fusion.getKernel().str() : binding.symbol;
+    note(std::move(launch));
     for (auto [r, s] : llvm::zip(fusion.getResults(), out))
       slots[r] = s;
     for (auto [k, check] : llvm::enumerate(checks))
@@ -361,6 +432,35 @@ private:
     if (!builder.error().empty())
       return fail(fusion, builder.error());
     return success();
+  }
+
+  /// The copies the Builder inserted (strided views made contiguous,
+  /// reshapes that copy) into this function's launch records, in run order:
+  /// the other counted launches are the records noted so far, in order.
+  void addCopyLaunches(const runtime::LaunchExecutable &exe) {
+    std::vector<LaunchInfo> mine(launches_->begin() + static_cast<std::ptrdiff_t>(firstLaunch_), launches_->end());
+    launches_->resize(firstLaunch_);
+    size_t next = 0;
+    for (const runtime::LaunchExecutable::CountedLaunch &l : exe.counted_launches()) {
+      const bool copy = l.kind == runtime::LaunchKind::Copy || l.kind == runtime::LaunchKind::Reshape;
+      if (!copy && next < mine.size()) {
+        launches_->push_back(std::move(mine[next++]));
+        continue;
+      }
+      LaunchInfo info;
+      info.kind = LaunchInfo::Kind::Copy;
+      info.name = l.kind == runtime::LaunchKind::Copy ? "copy" : "reshape copy";
+      info.backward = backward_;
+      info.bytes_read = info.bytes_written = l.result_bytes;
+      launches_->push_back(std::move(info));
+    }
+    for (; next < mine.size(); ++next)
+      launches_->push_back(std::move(mine[next]));
+  }
+
+  void note(LaunchInfo launch) {
+    if (launches_)
+      launches_->push_back(std::move(launch));
   }
 
   LogicalResult record(Value result, int slot, Operation *op) {
@@ -377,6 +477,9 @@ private:
   llvm::DenseMap<Operation *, std::pair<GemmEpilogueMatch, runtime::KernelHandle>> epilogues_; ///< fusion -> fold
   llvm::DenseSet<Operation *> deferred_; ///< matmuls whose GEMM is their epilogue's launch
   std::vector<std::string> *folded_ = nullptr;
+  std::vector<LaunchInfo> *launches_ = nullptr; ///< the launch report (LaunchInfo), when asked
+  size_t firstLaunch_ = 0; ///< this function's first record in *launches_
+  bool backward_ = false;
 };
 
 } // namespace
@@ -394,8 +497,10 @@ std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func,
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(func::FuncOp func, const KernelBinder &bind,
                                                            std::shared_ptr<const void> keepAlive, Device device,
                                                            std::string *error, const Target *target,
-                                                           std::vector<std::string> *folded) {
+                                                           std::vector<std::string> *folded,
+                                                           std::vector<LaunchInfo> *launches) {
   ExecutableBuilder b(bind, error);
+  b.recordLaunches(launches);
   if (target)
     b.findGemmEpilogues(func, *target, folded);
   b.setDevice(device);

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include "kiln/codegen/Compiler.h"
 #include "kiln/codegen/Target.h"
 #include "kiln/ir/KilnOps.h"
 #include "kiln/runtime/LaunchExecutable.h"
@@ -50,10 +51,13 @@ using KernelBinder = std::function<KernelBinding(kiln::ir::FusionOp, std::string
 /// `target` (optional): a kiln.fusion that is a GEMM epilogue of its
 /// kiln.matmul (matchGemmEpilogue) runs as the target's GEMM-with-epilogue
 /// launch (Target::gemmEpilogueKernel) instead of a GEMM and a kernel; each
-/// such fold is appended to `folded` as "<fusion>: <epilogue>".
+/// such fold is appended to `folded` as "<fusion>: <epilogue>". `launches`
+/// (optional) receives a LaunchInfo per launch (kernels, GEMMs, convs,
+/// pooling), in order.
 std::shared_ptr<runtime::LaunchExecutable> buildExecutable(mlir::func::FuncOp func, const KernelBinder &bind,
                                                            std::shared_ptr<const void> keepAlive, Device device,
                                                            std::string *error, const Target *target = nullptr,
-                                                           std::vector<std::string> *folded = nullptr);
+                                                           std::vector<std::string> *folded = nullptr,
+                                                           std::vector<LaunchInfo> *launches = nullptr);
 
 } // namespace kiln::codegen

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -309,17 +310,39 @@ void readReports(const PipelineResult &self, const ir::Graph &graph, CompiledGra
 /// The forward and backward executables of `self`, kernels chosen by `bind`.
 bool buildExecutables(const PipelineResult &self, const KernelBinder &bind, std::shared_ptr<const void> keepAlive,
                       Device device, const Target &target, CompiledGraph *result, std::string *message) {
-  result->forward =
-      buildExecutable(self.forward, bind, keepAlive, device, message, &target, &result->gemm_epilogues);
+  result->forward = buildExecutable(self.forward, bind, keepAlive, device, message, &target, &result->gemm_epilogues,
+                                    &result->launches);
   if (!result->forward)
     return false;
   if (self.backward) {
-    result->backward =
-        buildExecutable(self.backward, bind, keepAlive, device, message, &target, &result->gemm_epilogues);
+    result->backward = buildExecutable(self.backward, bind, keepAlive, device, message, &target,
+                                       &result->gemm_epilogues, &result->launches);
     if (!result->backward)
       return false;
   }
   return true;
+}
+
+/// The performance report's target facts: each kernel launch's symbol (a
+/// shape-generic kernel's is `symbolOf` its fusion name, when given), its
+/// launch shape from `library`, and the library's device sources.
+void addLaunchFacts(const KernelLibrary &library, CompiledGraph *result,
+                    const std::function<std::string(const std::string &)> &symbolOf = {}) {
+  for (LaunchInfo &launch : result->launches) {
+    if (launch.kind != LaunchInfo::Kind::Kernel)
+      continue;
+    if (symbolOf)
+      launch.symbol = symbolOf(launch.name);
+    KernelLibrary::LaunchFacts facts;
+    if (!library.launchFacts(launch.symbol, &facts))
+      continue;
+    launch.kernel_kind = facts.kind;
+    launch.block_threads = facts.block_threads;
+    launch.grid_blocks = facts.grid_blocks;
+    launch.dynamic_shared_bytes = facts.dynamic_shared_bytes;
+  }
+  for (auto &[source, names] : library.sourceUnits())
+    result->kernel_sources.push_back(KernelSourceUnit{std::move(source), std::move(names)});
 }
 
 /// The target of `options.device`, or null and `*error`.
@@ -392,6 +415,7 @@ bool staticExecutables(StaticCompile &c, std::string *message) {
   };
   if (!buildExecutables(c.self, bind, c.library, c.options.device, c.target, &c.result, message))
     return false;
+  addLaunchFacts(*c.library, &c.result);
   readReports(c.self, c.graph, &c.result);
   return true;
 }
@@ -529,6 +553,10 @@ bool genericExecutables(GenericCompile &c, std::string *message) {
   };
   if (!buildExecutables(c.self, bind, keep, c.options.device, c.target, &c.result, message))
     return false;
+  addLaunchFacts(*keep->library, &c.result, [&](const std::string &fusion) {
+    auto it = c.bindings.find(fusion);
+    return it == c.bindings.end() ? fusion : it->second.first;
+  });
   readReports(c.self, c.graph, &c.result);
   c.result.dynamic = true;
   c.result.num_generic_kernels = static_cast<int>(c.dynamic->symbolOf.size());

@@ -6,7 +6,7 @@
 //   kiln-bench-gpt-cuda [--layers 12] [--d-model 768] [--heads 12] [--context 1024]
 //                       [--batch 16] [--vocab 50304] [--steps 20] [--warmup 3]
 //                       [--modes eager,compiled,graphs,budget05] [--autocast bf16|off]
-//                       [--kernels] [--tiny] [--out gpt.json]
+//                       [--kernels] [--perf-report] [--tiny] [--out gpt.json]
 //
 // Modes: eager (Kiln eager CUDA, under AutocastGuard when --autocast bf16),
 // compiled (kiln::compile of model + loss, CompileOptions::autocast,
@@ -33,6 +33,12 @@
 // [D, vocab]) compiled with bias+GELU (or bias) epilogue against eager
 // kiln::matmul alone (cuBLASLt plain matmul at the same shapes), TFLOP/s.
 //
+// --perf-report: per compiled mode, "perf_report": the static model of
+// every launch of the step's forward and backward (kiln::kernel_perf,
+// kiln/codegen/PerfModel.h: bytes, FLOPs, ptxas registers and spills,
+// occupancy, roofline seconds on an H200) and the total roofline seconds
+// per function, to compare with the measured step (bench/README.md).
+//
 // --tiny: 1 layer, d_model 32, 2 heads, T 8, B 1, vocab 16, 1 step, 1
 // warm-up (for the CUDA-on-CPU simulator, KILN_CUDA_SIM=1: still minutes
 // there, mostly NVRTC compiling every eager kernel once; no ctest for that
@@ -53,6 +59,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/codegen/PerfModel.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/cuda/CudaBackend.h"
 #include "models/gpt.h"
@@ -69,7 +76,7 @@ struct Config {
   int64_t layers = 12, d_model = 768, heads = 12, context = 1024, batch = 16, vocab = 50304;
   int steps = 20, warmup = 3;
   std::string modes = "eager,compiled,graphs,budget05";
-  bool autocast = true, kernels = false, tiny = false, keep_cache = false;
+  bool autocast = true, kernels = false, tiny = false, keep_cache = false, perf_report = false;
   std::string out;
 };
 
@@ -106,6 +113,34 @@ Batch make_batch(const Config &c, uint64_t seed) {
   for (auto &v : x) v = tok(gen);
   for (auto &v : y) v = tok(gen);
   return {kiln::tensor(x, {c.batch, c.context}).to(kCuda0), kiln::tensor(y, {c.batch * c.context}).to(kCuda0)};
+}
+
+/// kiln::kernel_perf's records as JSON, with the total roofline per function.
+json perf_report_json(const std::vector<kiln::codegen::perf::KernelPerf> &records) {
+  json launches = json::array();
+  double forward = 0, backward = 0;
+  for (const auto &k : records) {
+    (k.function == "forward" ? forward : backward) += k.roofline_seconds;
+    json r{{"name", k.name}, {"function", k.function}, {"kind", k.kind}, {"bytes_read", k.bytes_read},
+           {"bytes_written", k.bytes_written}, {"flops", k.flops}, {"rate", kiln::codegen::perf::rateName(k.rate)},
+           {"block_threads", k.block_threads}, {"grid_blocks", k.grid_blocks},
+           {"arithmetic_intensity", k.arithmetic_intensity}, {"roofline_s", k.roofline_seconds},
+           {"bound", k.compute_bound ? "compute" : "memory"}};
+    if (k.has_ptxas) {
+      r["registers"] = k.registers;
+      r["spill_bytes"] = k.spill_bytes;
+      r["shared_bytes"] = k.shared_bytes;
+      r["occupancy"] = k.occupancy.fraction;
+      r["blocks_per_sm"] = k.occupancy.blocks_per_sm;
+      r["occupancy_limit"] = kiln::codegen::perf::limitName(k.occupancy.limit);
+    } else {
+      r["ptxas"] = k.ptxas_note;
+    }
+    launches.push_back(r);
+  }
+  return {{"model", "H200 sm_90 roofline: max(bytes / 4.8e12, FLOPs / peak); kiln/codegen/PerfModel.h"},
+          {"launches", launches}, {"forward_roofline_s", forward}, {"backward_roofline_s", backward},
+          {"step_roofline_s", forward + backward}};
 }
 
 json run_mode(const Config &c, const std::string &mode, double flops_per_step) {
@@ -149,6 +184,12 @@ json run_mode(const Config &c, const std::string &mode, double flops_per_step) {
     j["fused_kernels"] = compiled->stats().num_fusions;
     j["graph_breaks"] = compiled->graph_breaks().size();
     j["planned_peak_activation_bytes"] = compiled->stats().peak_activation_bytes();
+    if (c.perf_report) {
+      j["perf_report"] = perf_report_json(compiled->kernel_perf(std::vector<kiln::Tensor>{b.x, b.y}));
+      std::printf("  static model: %zu launches, roofline forward %.3e s + backward %.3e s\n",
+                  j["perf_report"]["launches"].size(), j["perf_report"]["forward_roofline_s"].get<double>(),
+                  j["perf_report"]["backward_roofline_s"].get<double>());
+    }
   }
   for (int i = 1; i < c.warmup; ++i) (void)step();
   kiln::cuda::synchronize();
@@ -302,7 +343,7 @@ std::string utc_now() {
   std::fprintf(stderr,
                "usage: kiln-bench-gpt-cuda [--layers L] [--d-model D] [--heads H] [--context T] [--batch B]\n"
                "         [--vocab V] [--steps N] [--warmup W] [--modes eager,compiled,graphs,budget05]\n"
-               "         [--autocast bf16|off] [--kernels] [--tiny] [--keep-cache] [--out gpt.json]\n");
+               "         [--autocast bf16|off] [--kernels] [--perf-report] [--tiny] [--keep-cache] [--out gpt.json]\n");
   std::exit(2);
 }
 
@@ -330,6 +371,7 @@ int main(int argc, char **argv) {
       if (v != "bf16" && v != "off") usage();
       c.autocast = v == "bf16";
     } else if (a == "--kernels") c.kernels = true;
+    else if (a == "--perf-report") c.perf_report = true;
     else if (a == "--keep-cache") c.keep_cache = true;
     else if (a == "--tiny") {
       c.tiny = true;

@@ -52,6 +52,15 @@ def gpt_report(kiln, torch):
         r["peak_memory_bytes"][f"torch_{n}"] = m.get("peak_memory_bytes")
         if "error" in m:
             r["errors"][f"torch_{n}"] = m["error"]
+    # The static model (--perf-report, kiln/codegen/PerfModel.h): the compiled
+    # graph's roofline seconds against the measured step (which also holds
+    # the eager AdamW step and the launches' overheads).
+    r["static_model"] = {n: {"launches": len(m["perf_report"]["launches"]),
+                             "step_roofline_s": m["perf_report"]["step_roofline_s"],
+                             "measured_s": m["ms_per_step"] / 1e3 if m.get("ms_per_step") else None,
+                             "roofline_over_measured": m["perf_report"]["step_roofline_s"] / (m["ms_per_step"] / 1e3)
+                             if m.get("ms_per_step") else None}
+                         for n, m in km.items() if "perf_report" in m}
     p1, p05 = (km.get("compiled") or {}).get("peak_memory_bytes"), (km.get("budget05") or {}).get("peak_memory_bytes")
     r["peak_memory_budget05_over_budget1"] = ratio(p05, p1)
     ks = kiln.get("kernels", [])

@@ -83,7 +83,7 @@ done
 # B 16, vocab 50304, bf16 autocast; Kiln eager, compiled, compiled with CUDA
 # graphs, compiled at memory_budget 0.5, then the per-kernel bandwidth and
 # GEMM cases. gpt.json is written after each mode.
-step gpt-kiln 150 "$(bin kiln-bench-gpt-cuda)" "${tiny[@]}" --kernels --out "$OUT/gpt.json"
+step gpt-kiln 150 "$(bin kiln-bench-gpt-cuda)" "${tiny[@]}" --kernels --perf-report --out "$OUT/gpt.json"
 # The same GPT in PyTorch eager and torch.compile (its cold compile is most of this step).
 if python3 -c 'import torch' 2>/dev/null; then
   step gpt-torch 150 python3 bench/gpu/torch_peer.py --gpt "${tiny[@]}" --out "$OUT/torch_gpt.json"

@@ -400,6 +400,23 @@ public:
     return runtime::KernelHandle{nullptr, false, kernel};
   }
   bool bindsScalars() const override { return true; }
+  bool launchFacts(const std::string &symbol, LaunchFacts *out) const override {
+    auto it = index_.find(symbol);
+    if (it == index_.end())
+      return false;
+    const LaunchRule rule = ruleOf(specs_[it->second]);
+    out->kind = kindName(rule.kind);
+    out->block_threads = rule.block_threads;
+    out->grid_blocks = rule.work_classes.empty() ? rule.gridBlocks({}) : -1;
+    out->dynamic_shared_bytes = rule.dynamic_shared_bytes;
+    return true;
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> sourceUnits() const override {
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    for (const auto &m : modules_)
+      out.emplace_back(m->source(), m->kernel_names());
+    return out;
+  }
 
 private:
   std::vector<KernelSpec> specs_;

@@ -3,6 +3,8 @@
 // forward values backward reads, and the byte / FLOP cost model of an op.
 #pragma once
 
+#include "kiln/passes/FlopCount.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
@@ -49,11 +51,7 @@ mlir::LogicalResult analyzeJoint(mlir::func::FuncOp joint, JointSlices &slices);
 /// byte, as the runtime stores it).
 int64_t valueBytes(mlir::Value value);
 
-/// The FLOP model used by kiln-remat's knapsack and by the recompute report:
-/// kiln.matmul 2*M*N*K per batch element (the multiply-adds, as PyTorch's
-/// FlopCounterMode counts mm/bmm); elementwise ops one per result element;
-/// reductions one per operand element; constants and layout ops (views) 0.
-int64_t opFlops(mlir::Operation *op);
+// opFlops (the FLOP model of kiln-remat and the recompute report): kiln/passes/FlopCount.h.
 
 /// kiln-remat's default recompute allowlist (AOTAutograd's
 /// min_cut_rematerialization_partition: pointwise ops, views, casts,

@@ -608,6 +608,26 @@ int LaunchExecutable::num_split_kernels() const {
   return n;
 }
 
+std::vector<LaunchExecutable::CountedLaunch> LaunchExecutable::counted_launches() const {
+  std::vector<CountedLaunch> out;
+  for (const auto &l : launches_) {
+    const bool counted = l->kind == LaunchKind::Kernel || l->kind == LaunchKind::Gemm || l->kind == LaunchKind::Copy ||
+                         l->kind == LaunchKind::Conv || l->kind == LaunchKind::MaxPool ||
+                         (l->kind == LaunchKind::Reshape && plans_[l->results[0]].storage != SlotStorage::View);
+    if (!counted)
+      continue;
+    int64_t bytes = 0;
+    if (!l->results.empty()) {
+      const SlotType &t = types_[l->results[0]];
+      bytes = static_cast<int64_t>(itemsize(t.dtype));
+      for (int64_t d : t.sizes)
+        bytes *= d;
+    }
+    out.push_back(CountedLaunch{l->kind, bytes});
+  }
+  return out;
+}
+
 int LaunchExecutable::num_launches() const {
   int n = 0;
   for (const auto &l : launches_) {

@@ -278,6 +278,9 @@ class Tracer;
 namespace ir {
 struct Graph;
 }
+namespace codegen::perf {
+struct KernelPerf;  // kiln/codegen/PerfModel.h
+}
 
 class CompiledModule : public nn::Module {
 public:
@@ -305,6 +308,15 @@ public:
   /// The report of explain() for the artifact serving `input` (nullopt-like
   /// empty string if none is compiled for it yet).
   std::string describe(const Tensor &input) const;
+  /// The static performance records of every launch of the artifact
+  /// serving `input` (forward, then backward; empty if none is compiled for
+  /// it yet, or the module has graph breaks): bytes, FLOPs, ptxas'
+  /// registers and spills, occupancy and roofline time on an H200
+  /// (kiln/codegen/PerfReport.h; include kiln/codegen/PerfModel.h to read
+  /// them). Meaningful for CUDA inputs (the CUDA target's kernels).
+  std::vector<codegen::perf::KernelPerf> kernel_perf(const Tensor &input) const;
+  /// The same for the artifact serving a call forward(inputs).
+  std::vector<codegen::perf::KernelPerf> kernel_perf(const std::vector<Tensor> &inputs) const;
 
   struct Artifact;
   struct Guard;
@@ -368,6 +380,9 @@ private:
 public:
   struct CudaGraphs; ///< CompileOptions::cuda_graphs: the pool, capture stream, counters, notes (compile/cuda_graphs.h)
 private:
+  /// The guard key of a call with `inputs` (forward's names), and the artifact serving it (or null).
+  GuardKey guard_of(const std::vector<Tensor> &inputs) const;
+  const Artifact *artifact_for(const GuardKey &guard) const;
   std::shared_ptr<CudaGraphs> cuda_graphs_;
   void use_cuda_graphs(Artifact &artifact);
 };
@@ -378,9 +393,14 @@ private:
 /// values saved for backward (count, bytes) and the forward ops backward
 /// recomputes (count per op, FLOPs; see memory_budget), the
 /// memory plan (planned arena bytes per function), kernel-cache use and
-/// compile time. For a module with graph breaks: the ops it breaks at and the
+/// compile time; for a CUDA input also the static performance report of
+/// every launch (kernel_perf: bytes, FLOPs, registers and spills from ptxas,
+/// occupancy, roofline time on an H200, per function and in total). For a module with graph breaks: the ops it breaks at and the
 /// segments compiled. Also printed to stderr when `print` is set.
 std::string explain(CompiledModule &model, const Tensor &input, bool print = true);
+
+/// Runs `model` on `input` and returns CompiledModule::kernel_perf(input).
+std::vector<codegen::perf::KernelPerf> kernel_perf(CompiledModule &model, const Tensor &input);
 
 /// Wraps `module` (its parameters appear as "_orig_mod.<name>", as in PyTorch).
 std::shared_ptr<CompiledModule> compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});

@@ -5,8 +5,23 @@
 
 #include "compile/artifact.h"
 #include "compile/cuda_graphs.h"
+#include "kiln/codegen/PerfReport.h"
 
 namespace kiln {
+
+GuardKey CompiledModule::guard_of(const std::vector<Tensor> &inputs) const {
+  detail::CallSpec call;
+  call.inputs = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)  // as CompiledModule::forward names them
+    call.input_names.push_back(inputs.size() == 1 ? std::string("input") : "input " + std::to_string(i));
+  return GuardKey::of(call, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
+                      options_.guard_scalars);
+}
+
+const CompiledModule::Artifact *CompiledModule::artifact_for(const GuardKey &guard) const {
+  auto it = cache_.find(guard.str());
+  return it == cache_.end() ? nullptr : it->second.get();
+}
 
 std::string CompiledModule::describe(const Tensor &input) const {
   if (graph_breaks_) {
@@ -28,20 +43,15 @@ std::string CompiledModule::describe(const Tensor &input) const {
     }
     return os.str();
   }
-  detail::CallSpec call;
-  call.inputs = {input};
-  call.input_names = {"input"};
-  const GuardKey guard =
-      GuardKey::of(call, is_training(), autograd::GradMode::is_enabled(), *module_, options_.autocast,
-                   options_.guard_scalars);
-  auto it = cache_.find(guard.str());
-  if (it == cache_.end()) {
+  const GuardKey guard = guard_of({input});
+  const Artifact *artifact = artifact_for(guard);
+  if (!artifact) {
     // No artifact for this one input (e.g. a call of several inputs): the
     // CUDA graph section, which covers every artifact, is still reported.
     if (cuda_graphs_) return "kiln::explain " + name() + " (no artifact for this single input)\n  " + cuda_graphs_->report();
     return std::string();
   }
-  const codegen::CompiledGraph &g = it->second->graph;
+  const codegen::CompiledGraph &g = artifact->graph;
   std::ostringstream os;
   os << "kiln::explain " << name() << "\n";
   os << "  guards: " << guard.str() << "\n";
@@ -61,7 +71,7 @@ std::string CompiledModule::describe(const Tensor &input) const {
      << g.mlir_lowering_seconds << ", LLVM " << g.llvm_seconds << ")" << (g.kernel_cache_hit ? ", kernel cache hit" : "")
      << "\n";
   os << "  saved for backward: " << g.num_saved << " values, " << g.saved_bytes
-     << " bytes; random inputs (dropout masks): " << it->second->random_draws.size() << "\n";
+     << " bytes; random inputs (dropout masks): " << artifact->random_draws.size() << "\n";
   os << "  rematerialization: ";
   if (options_.remat)
     os << "memory budget " << options_.memory_budget;
@@ -107,10 +117,26 @@ std::string CompiledModule::describe(const Tensor &input) const {
     for (const auto &[op, n] : g.autocast_ops) os << " " << op << " x" << n;
     os << "\n";
   }
+  if (input.device().type == DeviceType::CUDA) os << codegen::formatPerfReport(codegen::kernelPerfRecords(g), "  ");
   if (cuda_graphs_) os << "  " << cuda_graphs_->report();
   else if (!options_.cuda_graphs && input.device().type == DeviceType::CUDA)
     os << "  cuda graphs: off (CompileOptions::cuda_graphs = false): stream launches\n";
   return os.str();
+}
+
+std::vector<codegen::perf::KernelPerf> CompiledModule::kernel_perf(const Tensor &input) const {
+  return kernel_perf(std::vector<Tensor>{input});
+}
+
+std::vector<codegen::perf::KernelPerf> CompiledModule::kernel_perf(const std::vector<Tensor> &inputs) const {
+  if (graph_breaks_) return {};
+  const Artifact *artifact = artifact_for(guard_of(inputs));
+  return artifact ? codegen::kernelPerfRecords(artifact->graph) : std::vector<codegen::perf::KernelPerf>{};
+}
+
+std::vector<codegen::perf::KernelPerf> kernel_perf(CompiledModule &model, const Tensor &input) {
+  model.forward(input);
+  return model.kernel_perf(input);
 }
 
 std::string explain(CompiledModule &model, const Tensor &input, bool print) {

@@ -70,6 +70,36 @@ struct FusionInfo {
   int64_t bytes_written = 0;
 };
 
+/// One launch of a compiled forward or backward, in launch order, for the
+/// performance report (kiln/codegen/PerfModel.h, kiln::explain). Bytes are
+/// the launch's operand and result tensor sizes (each once); FLOPs follow
+/// kiln/passes/FlopCount.h (GEMMs 2*M*N*K, elementwise one per element).
+struct LaunchInfo {
+  enum class Kind { Kernel, Gemm, Conv, Pool, Copy }; ///< Copy: a strided view made contiguous by the runtime
+  Kind kind = Kind::Kernel;
+  std::string name;   ///< fusion kernel name; "gemm MxNxK" (batch "gemm BxMxNxK"); "<fusion> (gemm+bias)"; op name; "copy"
+  std::string symbol; ///< Kernel: its function in the kernel library (fusions may share one)
+  bool backward = false;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  int64_t flops = 0;
+  DType dtype = DType::Float32; ///< a GEMM's element type (its peak rate)
+  /// The target's launch shape (KernelLibrary::launchFacts; CUDA only):
+  /// kernel kind, threads per block (0: none), blocks (-1: run-time),
+  /// dynamic shared bytes.
+  std::string kernel_kind;
+  int64_t block_threads = 0;
+  int64_t grid_blocks = -1;
+  int64_t dynamic_shared_bytes = 0;
+};
+
+/// One device translation unit of a graph's kernels (CUDA: prelude + a few
+/// kernels, KernelLibrary::sourceUnits), kept for the ptxas report.
+struct KernelSourceUnit {
+  std::string source;
+  std::vector<std::string> kernel_names;
+};
+
 struct CompiledGraph {
   /// forward: (primal inputs...) -> (forward outputs..., saved values...)
   std::shared_ptr<runtime::Executable> forward;
@@ -92,6 +122,10 @@ struct CompiledGraph {
   /// the budget-1 cut's), and the budget-1 cut's.
   int64_t remat_peak_bytes = -1, remat_target_bytes = -1, remat_fastest_peak_bytes = -1;
   std::vector<FusionInfo> fusions;
+  /// Every launch of forward then backward (LaunchInfo), and the device
+  /// translation units of the kernels (empty on the CPU target).
+  std::vector<LaunchInfo> launches;
+  std::vector<KernelSourceUnit> kernel_sources;
   /// Distinct kernel functions compiled for `fusions` (fusions whose kernels
   /// are identical up to their name share one).
   int num_distinct_kernels = 0;

@@ -62,6 +62,24 @@ public:
   /// them by value in the launch); false: they are constant operands (the
   /// CPU's memref ABI).
   virtual bool bindsScalars() const { return false; }
+  /// The launch shape of kernel `symbol` for performance reports: its kind
+  /// ("pointwise", ...), threads per block, blocks (-1 when set by run-time
+  /// sizes) and dynamic shared bytes. False (the default): the target has
+  /// no such shape (the CPU's OpenMP loops).
+  struct LaunchFacts {
+    std::string kind;
+    int64_t block_threads = 0;
+    int64_t grid_blocks = -1;
+    int64_t dynamic_shared_bytes = 0;
+  };
+  virtual bool launchFacts(const std::string &symbol, LaunchFacts *out) const {
+    (void)symbol;
+    (void)out;
+    return false;
+  }
+  /// The device translation units (source, kernel names) the library
+  /// compiled, for the ptxas report; none by default.
+  virtual std::vector<std::pair<std::string, std::vector<std::string>>> sourceUnits() const { return {}; }
 };
 
 /// A device's speed, for kiln-remat's step-time model (its pass options

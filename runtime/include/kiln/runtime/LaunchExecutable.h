@@ -111,6 +111,14 @@ public:
   /// Kernel + GEMM + copy launches per run (views are free and not counted;
   /// a reshape that must copy at run time is counted as one launch).
   int num_launches() const override;
+  /// The launches num_launches() counts, in run order: each one's kind and
+  /// the bytes of its first result (for reports: a Copy, or a Reshape that
+  /// copies, reads and writes that many bytes).
+  struct CountedLaunch {
+    LaunchKind kind;
+    int64_t result_bytes;
+  };
+  std::vector<CountedLaunch> counted_launches() const;
 
   /// Kernel launches that may run split over threads (Builder::addKernel's
   /// `split_rows`).
