@@ -4,6 +4,7 @@
 // object and the captured tensors.
 #include "kiln/export.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "kiln/codegen/KernelObject.h"
 #include "kiln/runtime/Artifact.h"
 #include "kiln/runtime/LaunchExecutable.h"
+#include "kiln/runtime/cuda/Nvrtc.h"
 #include "kiln/serialize.h"
 #include "serialize/atomic_file.h"
 
@@ -67,6 +69,53 @@ runtime::artifact::Guard guard_of(const std::string &name, const runtime::Tensor
   return runtime::artifact::Guard{name, v.dtype, v.sizes};
 }
 
+/// The number of an arch name "sm_90" / "compute_90" (0 when it is not one).
+int arch_number(const std::string &name, const std::string &prefix) {
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return 0;
+  return std::atoi(name.c_str() + prefix.size());
+}
+
+/// NVRTC's CUBIN for each of `archs` and PTX for the lowest, per unit
+/// (compiled through the process's NVRTC compiler and its disk cache; NVRTC's
+/// output is deterministic).
+void compile_cuda_units(const std::string &model, const ExportOptions &options,
+                        std::vector<runtime::artifact::CudaUnit> &units) {
+  namespace rc = runtime::cuda;
+  KILN_CHECK(!options.cuda_archs.empty(), "kiln::export_compiled: ", model,
+             ": cuda_archs is empty (expected at least one GPU architecture, e.g. \"sm_90\")");
+  KILN_CHECK(rc::nvrtc_available(), "kiln::export_compiled: ", model,
+             ": exporting a CUDA model compiles its kernels to CUBIN with NVRTC, which is not available (",
+             rc::nvrtc_unavailable_reason(), ")");
+  const std::vector<int> supported = rc::nvrtc_supported_archs();
+  int lowest = 0;
+  for (const std::string &arch : options.cuda_archs) {
+    const int n = arch_number(arch, "sm_");
+    KILN_CHECK(n > 0 && std::find(supported.begin(), supported.end(), n) != supported.end(),
+               "kiln::export_compiled: ", model, ": cuda_archs has '", arch,
+               "', expected an sm_XX that this NVRTC compiles (sm_", supported.empty() ? 0 : supported.front(),
+               " to sm_", supported.empty() ? 0 : supported.back(), ")");
+    lowest = lowest == 0 ? n : std::min(lowest, n);
+  }
+  rc::NvrtcCompiler &nvrtc = rc::default_nvrtc_compiler();
+  for (size_t u = 0; u < units.size(); ++u) {
+    runtime::artifact::CudaUnit &unit = units[u];
+    rc::KernelSource source{unit.source, unit.kernel_names, "kiln_export_" + std::to_string(u) + ".cu"};
+    try {
+      for (const std::string &arch : options.cuda_archs)
+        unit.cubins.emplace_back(arch, nvrtc.compile_for(source, rc::CompileTarget{rc::BinaryKind::Cubin, arch_number(arch, "sm_")}).binary);
+      if (options.cuda_ptx) {
+        const rc::CompileTarget ptx{rc::BinaryKind::Ptx, lowest};
+        unit.ptx = nvrtc.compile_for(source, ptx).binary;
+        unit.ptx_arch = ptx.arch_name();
+      }
+    } catch (const std::exception &e) {
+      throw Error("kiln::export_compiled: " + model + ": NVRTC: " + e.what());
+    }
+  }
+}
+
 }  // namespace
 
 ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vector<Tensor> &example_inputs,
@@ -85,8 +134,9 @@ ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vecto
   else
     call.body = [m](const std::vector<Tensor> &in) { return m->forward(in); };
   const Device device = compile_detail::compile_device(call, *model);
-  KILN_CHECK(device == kCPU, "kiln::export_compiled: ", model->name(), ": inputs on ", device.str(),
-             ", expected cpu (only CPU object code is exported)");
+  const bool cuda = device.type == DeviceType::CUDA;
+  KILN_CHECK(device == kCPU || device == Device(DeviceType::CUDA, 0), "kiln::export_compiled: ", model->name(),
+             ": inputs on ", device.str(), ", expected cpu (x86-64 object code) or cuda:0 (CUBIN, PTX and CUDA C)");
   std::shared_ptr<CompiledModule::Artifact> artifact;
   try {
     artifact = compile_detail::trace_call(call, /*with_backward=*/false, model->name());
@@ -106,7 +156,7 @@ ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vecto
   CompileStats stats;
   codegen::CompileOptions copts = compile_detail::codegen_options(*model, options.compile, stats, device);
   TempDir temp;
-  if (codegen::resolveKernelCacheDir(copts).empty()) {
+  if (!cuda && codegen::resolveKernelCacheDir(copts).empty()) {
     const char *off = std::getenv("KILN_DISABLE_CACHE");
     KILN_CHECK(!(off && std::string(off) == "1"), "kiln::export_compiled: ", model->name(),
                ": KILN_DISABLE_CACHE=1 is set, but the exported object code comes from the kernel cache; unset it");
@@ -125,10 +175,14 @@ ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vecto
   runtime::artifact::Contents c;
   c.kiln_version = codegen::kKilnVersion;
   c.model = model->name();
-  c.cpu_features = runtime::artifact::host_cpu_features();
-  KILN_CHECK(runtime::artifact::encode_launches(*exe, &c.program, &error), "kiln::export_compiled: ", model->name(),
-             ": ", error);
-  if (!graph.kernel_cache_key.empty())
+  if (cuda)
+    c.target = runtime::artifact::kCudaTarget;  // no CPU object code: no CPU features needed
+  else
+    c.cpu_features = runtime::artifact::host_cpu_features();
+  KILN_CHECK(runtime::artifact::encode_launches(*exe, &c.program, &error, cuda ? &c.cuda_units : nullptr),
+             "kiln::export_compiled: ", model->name(), ": ", error);
+  if (cuda) compile_cuda_units(model->name(), options, c.cuda_units);
+  if (!cuda && !graph.kernel_cache_key.empty())
     KILN_CHECK(codegen::readKernelObject(graph, copts, &c.kernels, &error), "kiln::export_compiled: ",
                model->name(), ": ", error);
 
@@ -149,7 +203,7 @@ ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vecto
   NamedTensors named;
   ExportReport report;
   for (size_t i = 0; i < artifact->captured.size(); ++i) {
-    named.emplace_back(c.weights[i], artifact->captured[i].contiguous());
+    named.emplace_back(c.weights[i], artifact->captured[i].cpu().contiguous());
     report.weight_bytes += artifact->captured[i].numel() * static_cast<int64_t>(itemsize(artifact->captured[i].dtype()));
   }
   const std::string weights_path = path + ".weights.tmp-" + std::to_string(getpid());

@@ -8,9 +8,13 @@
 //   kiln::runtime::HostTensor x = kiln::runtime::HostTensor::zeros(kiln::runtime::ElementType::Float32, {32, 64});
 //   std::vector<kiln::runtime::HostTensor> out = m.run({x});      // [32, 10] float32
 //
-// The artifact format (one file: kernels as x86-64 object code, launch list,
-// memory plan, weights as safetensors, guards, version, ISA, CRC-32) is
-// described in runtime/src/artifact/FORMAT.md.
+// The artifact format (one file: kernels as x86-64 object code, or for a
+// CUDA export CUBIN per arch + PTX + CUDA C; launch list, memory plan,
+// weights as safetensors, guards, version, ISA, CRC-32) is described in
+// runtime/src/artifact/FORMAT.md. A CUDA artifact runs on CUDA device 0: a
+// GPU loads the CUBIN of its arch (else the PTX, JIT-compiled by the
+// driver), the simulator (KILN_CUDA_SIM=1) compiles the source; run() still
+// takes and returns host tensors, copied to and from the device.
 #pragma once
 
 #include <cstdint>
@@ -92,7 +96,8 @@ public:
   const std::vector<runtime::TensorSpec> &inputs() const;
   const std::vector<runtime::TensorSpec> &outputs() const;
   /// The artifact's metadata: Kiln version that wrote it, the model's name,
-  /// the target ("x86_64-linux") and its CPU features.
+  /// the target ("x86_64-linux", or "cuda": runs on cuda:0) and its CPU
+  /// features (none for "cuda").
   const std::string &kiln_version() const;
   const std::string &model_name() const;
   const std::string &target() const;
@@ -112,7 +117,9 @@ private:
 /// runtime::LoadError naming the file and the problem when it cannot be
 /// read, is truncated, has a wrong magic, format version or checksum (a
 /// flipped byte anywhere), was exported for a CPU whose features the host
-/// lacks (e.g. "needs avx512f, which this CPU lacks"), or holds a
+/// lacks (e.g. "needs avx512f, which this CPU lacks"), was exported for
+/// CUDA and there is no CUDA device or no code for its arch (the message
+/// names the archs present and the device's), or holds a
 /// malformed section; never crashes on a bad file (fuzzed:
 /// tests/fuzz/libfuzzer/artifact_fuzz.cpp).
 LoadedModel load_compiled(const std::string &path, const runtime::LoadOptions &options = {});

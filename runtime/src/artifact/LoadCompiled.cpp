@@ -3,6 +3,7 @@
 // weights, and run with the inputs checked against the guards.
 #include "kiln/load_compiled.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,9 @@
 #include "artifact/ElfLoader.h"
 #include "kiln/runtime/Artifact.h"
 #include "kiln/runtime/LaunchExecutable.h"
+#include "kiln/runtime/Stream.h"
+#include "kiln/runtime/cuda/CompiledKernel.h"
+#include "kiln/runtime/cuda/CudaBackend.h"
 
 namespace kiln::runtime {
 
@@ -72,14 +76,34 @@ HostTensor to_host(const TensorView &v) {
   return t;
 }
 
-TensorView from_host(const void *data, DType dtype, const std::vector<int64_t> &sizes, size_t nbytes) {
+/// A contiguous copy of host bytes on `device` (`backend`: its backend; null: the CPU).
+TensorView from_host(const void *data, DType dtype, const std::vector<int64_t> &sizes, size_t nbytes,
+                     DeviceBackend *backend = nullptr, Device device = kCPU) {
   TensorView v;
-  v.buffer = Buffer::make(nbytes);
-  if (nbytes) std::memcpy(v.buffer->data(), data, nbytes);
+  if (backend) {
+    v.buffer = Buffer::make(std::max<size_t>(nbytes, 1), backend->allocator(device.index));
+    if (nbytes) backend->copy(v.buffer->data(), device, data, kCPU, nbytes);
+  } else {
+    v.buffer = Buffer::make(nbytes);
+    if (nbytes) std::memcpy(v.buffer->data(), data, nbytes);
+  }
   v.sizes = sizes;
   v.strides = contiguous_strides(sizes);
   v.dtype = dtype;
   return v;
+}
+
+/// A view on a device (`backend`'s) as a dense HostTensor: gathered on the
+/// device by copy_to_contiguous, then copied to the host.
+HostTensor device_to_host(const TensorView &v, DeviceBackend &backend, Device device) {
+  HostTensor t = HostTensor::zeros(static_cast<ElementType>(v.dtype), v.sizes);
+  if (t.data.empty()) return t;
+  auto dense = Buffer::make(t.data.size(), backend.allocator(device.index));
+  Stream &stream = backend.default_stream(device.index);
+  backend.copy_to_contiguous(v, dense->data(), stream);
+  stream.synchronize();
+  backend.copy(t.data.data(), kCPU, dense->data(), device, t.data.size());
+  return t;
 }
 
 std::vector<TensorSpec> specs_of(const std::vector<artifact::Guard> &guards) {
@@ -114,6 +138,11 @@ struct LoadedModel::State {
   std::shared_ptr<runtime::LaunchExecutable> exe;
   std::vector<runtime::TensorView> weights;
   int64_t weight_bytes = 0;
+  /// A CUDA artifact: the backend of CUDA device 0 (inputs, weights and
+  /// outputs are copied through it) and the translation units.
+  runtime::DeviceBackend *backend = nullptr;
+  Device device = kCPU;
+  std::vector<std::shared_ptr<const runtime::cuda::CudaModule>> modules;
 };
 
 std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) const {
@@ -133,14 +162,19 @@ std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) 
     if (x.data.size() != nbytes)
       throw LoadError(s.name + ": " + g.name + ": holds " + std::to_string(x.data.size()) + " bytes, expected " +
                       std::to_string(nbytes) + " for " + runtime::sizes_str(x.sizes));
-    views.push_back(runtime::from_host(x.data.data(), static_cast<DType>(x.dtype), x.sizes, nbytes));
+    views.push_back(runtime::from_host(x.data.data(), static_cast<DType>(x.dtype), x.sizes, nbytes, s.backend, s.device));
   }
   views.insert(views.end(), s.weights.begin(), s.weights.end());
   std::string error;
   std::vector<runtime::TensorView> results = s.exe->run(views, &error);
   if (!error.empty()) throw LoadError(s.name + ": run: " + error);
   std::vector<HostTensor> out;
-  for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k) out.push_back(runtime::to_host(results[k]));
+  try {
+    for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k)
+      out.push_back(s.backend ? runtime::device_to_host(results[k], *s.backend, s.device) : runtime::to_host(results[k]));
+  } catch (const std::exception &e) {
+    throw LoadError(s.name + ": run: copying the outputs from " + s.device.str() + ": " + e.what());
+  }
   return out;
 }
 
@@ -166,9 +200,34 @@ void place_weights(LoadedModel::State &s, const std::string &safetensors) {
       if (e.name == name) found = &e;
     if (!found) throw LoadError(s.name + ": weights: tensor '" + name + "' is missing from the safetensors section");
     s.weights.push_back(runtime::from_host(safetensors.data() + found->begin, found->dtype, found->sizes,
-                                           static_cast<size_t>(found->end - found->begin)));
+                                           static_cast<size_t>(found->end - found->begin), s.backend, s.device));
     s.weight_bytes += static_cast<int64_t>(found->end - found->begin);
   }
+}
+
+/// A CUDA artifact: CUDA device 0's backend, and one CudaModule per
+/// translation unit, loaded on the device now (a GPU: the CUBIN for its arch,
+/// else the PTX; the simulator: the source through its host compiler), so a
+/// GPU without matching code fails the load, not the first run.
+void load_cuda_units(LoadedModel::State &s) {
+  s.device = Device(DeviceType::CUDA, 0);
+  s.backend = runtime::find_backend(DeviceType::CUDA);
+  runtime::cuda::DeviceApi *api = s.backend && s.backend->device_count() > 0 ? runtime::cuda::device_api(0) : nullptr;
+  if (!api)
+    throw LoadError(s.name + ": the model was exported for CUDA and runs on cuda:0, but there is no CUDA device (" +
+                    runtime::backend_unavailable_reason(DeviceType::CUDA) +
+                    "; KILN_CUDA_SIM=1 runs it on the CUDA-on-CPU simulator)");
+  for (runtime::artifact::CudaUnit &u : s.meta.cuda_units) {
+    runtime::cuda::ModuleImages images{std::move(u.cubins), std::move(u.ptx), u.ptx_arch};
+    auto module = std::make_shared<const runtime::cuda::CudaModule>(std::move(u.source), u.kernel_names, std::move(images));
+    try {
+      module->function(*api, 0, 0);
+    } catch (const std::exception &e) {
+      throw LoadError(s.name + ": loading the CUDA kernels on cuda:0 (" + api->properties().name + "): " + e.what());
+    }
+    s.modules.push_back(std::move(module));
+  }
+  s.meta.cuda_units.clear();
 }
 
 /// KILN_LOG contains "load": one line per load with the phases' times.
@@ -199,7 +258,9 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
   ms[0] = ms_since(t);
   state->inputs = runtime::specs_of(state->meta.inputs);
   state->outputs = runtime::specs_of(state->meta.outputs);
-  if (!state->meta.kernels.empty()) {
+  const bool cuda = state->meta.target == runtime::artifact::kCudaTarget;
+  if (cuda) load_cuda_units(*state);
+  if (!state->meta.kernels.empty() && !cuda) {
     auto object = runtime::artifact::LoadedObject::load(state->meta.kernels, /*execute=*/true, &error);
     if (!object) throw LoadError(name + ": " + error);
     state->object = std::move(object);
@@ -214,7 +275,8 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
     }
     return runtime::KernelHandle::cpu(reinterpret_cast<runtime::PackedKernel>(fn), split_rows);
   };
-  state->exe = runtime::artifact::decode_launches(state->meta.program, resolve, object, &error);
+  state->exe = runtime::artifact::decode_launches(state->meta.program, resolve, object, &error,
+                                                  cuda ? &state->modules : nullptr);
   if (!state->exe) throw LoadError(name + ": " + error);
   ms[2] = ms_since(t);
   place_weights(*state, state->meta.safetensors);
