@@ -419,6 +419,12 @@ std::string expect_cuda_bit_identical(const std::shared_ptr<kiln::nn::Module> &m
   const std::string want = bytes_of(expected);
   EXPECT_EQ(got.size(), want.size()) << name;
   EXPECT_TRUE(got == want) << name << ": the exported CUDA model's output differs from the compiled model's";
+  // KILN_EXPORT_TEST_KEEP=DIR keeps the artifact and its input (for timing
+  // kiln-run-compiled by hand, bench/README.md).
+  if (const char *keep = std::getenv("KILN_EXPORT_TEST_KEEP")) {
+    write_file(std::string(keep) + "/cuda-" + name + ".kiln", bytes);
+    write_file(std::string(keep) + "/cuda-" + name + ".input-0.bin", bytes_of(x));
+  }
   std::system(("rm -rf '" + dir + "'").c_str());
   return bytes;
 }
@@ -499,6 +505,8 @@ TEST(ExportCuda, InProcessRunAndCorruptCudaSectionsAreRejected) {
   std::system(("rm -rf '" + dir + "'").c_str());
   kiln::LoadedModel m = kiln::load_compiled_from_bytes(bytes, "cuda.kiln");
   EXPECT_EQ(m.target(), "cuda");
+  EXPECT_EQ(m.device(), "cuda:0");
+  EXPECT_TRUE(m.cpu_features().empty());
   auto out = m.run({kiln::runtime::HostTensor::from_floats(x.to_vector<float>(), {8, 64})});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].sizes, (std::vector<int64_t>{8, 10}));
@@ -568,6 +576,15 @@ TEST(ExportCuda, ErrorsNameTheDeviceAndArch) {
     FAIL() << "no error";
   } catch (const kiln::Error &e) {
     EXPECT_NE(std::string(e.what()).find("cuda_archs has 'sm_9x'"), std::string::npos) << e.what();
+  }
+  // Inputs on cuda:0, the model's weights on the CPU: the error names both devices.
+  auto cpu_model = digits_mlp();
+  try {
+    kiln::export_compiled(cpu_model, {x}, "/tmp/never.kiln");
+    FAIL() << "no error";
+  } catch (const kiln::Error &e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("cuda:0") != std::string::npos && what.find("cpu") != std::string::npos) << what;
   }
 }
 

@@ -102,6 +102,9 @@ public:
   const std::string &model_name() const;
   const std::string &target() const;
   const std::vector<std::string> &cpu_features() const;
+  /// Where run() computes: "cpu", or "cuda:0" for a CUDA artifact (run()'s
+  /// host tensors are copied there and back).
+  const std::string &device() const;
   /// Bytes of the per-run arena (the memory plan's peak) and of the weights.
   int64_t arena_bytes() const;
   int64_t weight_bytes() const;

@@ -142,6 +142,7 @@ struct LoadedModel::State {
   /// outputs are copied through it) and the translation units.
   runtime::DeviceBackend *backend = nullptr;
   Device device = kCPU;
+  std::string device_name = "cpu";
   std::vector<std::shared_ptr<const runtime::cuda::CudaModule>> modules;
 };
 
@@ -184,6 +185,7 @@ const std::string &LoadedModel::kiln_version() const { return state_->meta.kiln_
 const std::string &LoadedModel::model_name() const { return state_->meta.model; }
 const std::string &LoadedModel::target() const { return state_->meta.target; }
 const std::vector<std::string> &LoadedModel::cpu_features() const { return state_->meta.cpu_features; }
+const std::string &LoadedModel::device() const { return state_->device_name; }
 int64_t LoadedModel::arena_bytes() const { return state_->exe->arena_bytes(); }
 int64_t LoadedModel::weight_bytes() const { return state_->weight_bytes; }
 
@@ -211,6 +213,7 @@ void place_weights(LoadedModel::State &s, const std::string &safetensors) {
 /// GPU without matching code fails the load, not the first run.
 void load_cuda_units(LoadedModel::State &s) {
   s.device = Device(DeviceType::CUDA, 0);
+  s.device_name = s.device.str();
   s.backend = runtime::find_backend(DeviceType::CUDA);
   runtime::cuda::DeviceApi *api = s.backend && s.backend->device_count() > 0 ? runtime::cuda::device_api(0) : nullptr;
   if (!api)

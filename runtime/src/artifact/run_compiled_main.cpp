@@ -55,9 +55,9 @@ int main(int argc, char **argv) {
     kiln::LoadedModel model = kiln::load_compiled(model_path);
     const auto loaded = std::chrono::steady_clock::now();
     if (info) {
-      std::printf("%s: model %s, Kiln %s, target %s, %zu inputs, %zu outputs, arena %lld bytes, weights %lld bytes\n",
+      std::printf("%s: model %s, Kiln %s, target %s (runs on %s), %zu inputs, %zu outputs, arena %lld bytes, weights %lld bytes\n",
                   model_path.c_str(), model.model_name().c_str(), model.kiln_version().c_str(), model.target().c_str(),
-                  model.inputs().size(), model.outputs().size(), static_cast<long long>(model.arena_bytes()),
+                  model.device().c_str(), model.inputs().size(), model.outputs().size(), static_cast<long long>(model.arena_bytes()),
                   static_cast<long long>(model.weight_bytes()));
       for (const auto &spec : model.inputs()) {
         std::printf("  %s: %s [", spec.name.c_str(), kiln::runtime::element_type_name(spec.dtype));
