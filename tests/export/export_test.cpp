@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -585,6 +586,119 @@ TEST(ExportCuda, ErrorsNameTheDeviceAndArch) {
   } catch (const kiln::Error &e) {
     const std::string what = e.what();
     EXPECT_TRUE(what.find("cuda:0") != std::string::npos && what.find("cpu") != std::string::npos) << what;
+  }
+}
+
+// ---- dynamic dims (ExportOptions::dynamic_dims) --------------------------------
+
+/// Exports `model` with input 0's dim 0 dynamic (example `x`), then runs the
+/// artifact in process at other batch sizes and compares with kiln::compile
+/// of the model at each size (automatic dynamic shapes: its shape-generic
+/// kernels after the second size).
+void expect_dynamic_batch(const std::shared_ptr<kiln::nn::Module> &model, const std::function<Tensor(int64_t)> &input,
+                          kiln::Device device, const std::string &name) {
+  const std::string dir = temp_dir();
+  kiln::ExportOptions options;
+  options.dynamic_dims = {{0, {0}}};
+  kiln::export_compiled(model, {input(4).to(device)}, dir + "/" + name + ".kiln", options);
+  kiln::LoadedModel m = kiln::load_compiled(dir + "/" + name + ".kiln");
+  EXPECT_EQ(m.inputs()[0].sizes[0], -1);
+  model->eval();
+  kiln::NoGradGuard no_grad;
+  auto compiled = kiln::compile(model);
+  for (int64_t batch : {4, 5, 3, 16, 2}) {
+    const Tensor x = input(batch);
+    const Tensor want = compiled->forward(x.to(device)).cpu();
+    kiln::runtime::HostTensor hx;
+    hx.dtype = static_cast<kiln::runtime::ElementType>(x.dtype());
+    hx.sizes = x.sizes();
+    const std::string raw = bytes_of(x);
+    hx.data.assign(raw.begin(), raw.end());
+    auto out = m.run({hx});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].sizes, want.sizes()) << name << " batch " << batch;
+    const std::string got(out[0].data.begin(), out[0].data.end());
+    EXPECT_TRUE(got == bytes_of(want)) << name << " batch " << batch << ": differs from kiln::compile";
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(ExportDynamic, DigitsMlpAnyBatchOnCpu) {
+  kiln::manual_seed(21);
+  auto model = digits_mlp();
+  expect_dynamic_batch(model, [](int64_t b) { return kiln::randn({b, 64}); }, kiln::kCPU, "mlp");
+}
+
+TEST(ExportDynamic, GptAnyBatchOnCpu) {
+  kiln::manual_seed(22);
+  auto model = small_gpt();
+  auto tokens = [](int64_t b) {
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < b * 16; ++i) idx.push_back((i * 5 + 1) % 17);
+    return kiln::tensor(idx, {b, 16});
+  };
+  expect_dynamic_batch(model, tokens, kiln::kCPU, "gpt");
+}
+
+TEST(ExportDynamic, MlpWithLayerNormAnyBatchOnCudaSim) {
+  kiln::manual_seed(23);
+  auto model = digits_mlp_ln();
+  model->to(kCuda0);
+  expect_dynamic_batch(model, [](int64_t b) { return kiln::randn({b, 64}); }, kCuda0, "mlp_ln");
+}
+
+TEST(ExportDynamic, SeparateProcessRunsAnyBatchAndBytesAreDeterministic) {
+  kiln::manual_seed(25);
+  auto model = small_gpt();
+  const std::string dir = temp_dir();
+  kiln::ExportOptions options;
+  options.dynamic_dims = {{0, {0}}};
+  kiln::export_compiled(model, {gpt_tokens()}, dir + "/a.kiln", options);
+  kiln::export_compiled(model, {gpt_tokens()}, dir + "/b.kiln", options);
+  EXPECT_TRUE(read_file(dir + "/a.kiln") == read_file(dir + "/b.kiln")) << "two dynamic exports differ";
+  std::vector<int64_t> idx;
+  for (int i = 0; i < 5 * 16; ++i) idx.push_back((i * 3 + 2) % 17);
+  const Tensor x = kiln::tensor(idx, {5, 16});
+  write_file(dir + "/input-0.bin", bytes_of(x));
+  ProcessResult r = run_runtime({dir + "/a.kiln", "--input", dir + "/input-0.bin", "--output-dir", dir}, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  model->eval();
+  kiln::NoGradGuard no_grad;
+  auto compiled = kiln::compile(model);
+  compiled->forward(gpt_tokens());  // batch 2, then 5: the shape-generic kernels, as the artifact's
+  const std::string want = bytes_of(compiled->forward(x));
+  EXPECT_TRUE(read_file(dir + "/output-0.bin") == want) << "batch 5 in kiln-run-compiled differs from kiln::compile";
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(ExportDynamic, GuardsNameTheDimAndTheExpectedSize) {
+  kiln::manual_seed(24);
+  const std::string dir = temp_dir();
+  kiln::ExportOptions options;
+  options.dynamic_dims = {{0, {0}}};
+  kiln::export_compiled(digits_mlp(), {kiln::randn({4, 64})}, dir + "/m.kiln", options);
+  kiln::LoadedModel m = kiln::load_compiled(dir + "/m.kiln");
+  std::system(("rm -rf '" + dir + "'").c_str());
+  auto error_of = [&](std::vector<int64_t> sizes) {
+    try {
+      m.run({kiln::runtime::HostTensor::zeros(kiln::runtime::ElementType::Float32, std::move(sizes))});
+    } catch (const kiln::runtime::LoadError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of({7, 64}), "");
+  EXPECT_EQ(m.inputs()[0].sizes, (std::vector<int64_t>{-1, 64}));
+  EXPECT_NE(error_of({7, 32}).find("input 0: dim 1: expected size 64, got 32"), std::string::npos) << error_of({7, 32});
+  EXPECT_NE(error_of({1, 64}).find("input 0: dim 0: expected size >= 2 (dynamic), got 1"), std::string::npos)
+      << error_of({1, 64});
+  try {
+    kiln::ExportOptions two;
+    two.dynamic_dims = {{0, {0, 1}}};
+    kiln::export_compiled(digits_mlp(), {kiln::randn({4, 64})}, "/tmp/never.kiln", two);
+    FAIL() << "no error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("more than one dim"), std::string::npos) << e.what();
   }
 }
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,16 @@ struct ExportOptions {
   /// CUDA models only: also store PTX for the lowest of cuda_archs
   /// ("compute_90"), which the driver JITs on a GPU newer than every CUBIN.
   bool cuda_ptx = true;
+  /// Dims that may change size (torch.export's Dim): input index -> its
+  /// dynamic dims. One dim in all today (the compiler's automatic dynamic
+  /// shapes have one symbol s). The artifact holds the shape-generic kernels
+  /// (sizes as kernel arguments) and a launch list whose sizes are a + b s;
+  /// load_compiled accepts any size >= 2 there (sizes 0 and 1 are
+  /// specialized by the compiler, as kiln::compile's dynamic artifacts) and
+  /// checks every other dim. Export fails, naming the value, when a size or
+  /// a constant of the launch list is not affine in s (e.g. a mean's 1/N
+  /// over the dynamic dim), or when the example size is below 2.
+  std::map<int, std::vector<int>> dynamic_dims;
 };
 
 /// What export_compiled wrote.

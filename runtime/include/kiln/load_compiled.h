@@ -69,7 +69,9 @@ public:
 struct TensorSpec {
   std::string name;            ///< "input 0", ... / "output 0", ...
   ElementType dtype = ElementType::Float32;
-  std::vector<int64_t> sizes;  ///< static sizes (every dim is static in format version 1)
+  /// Sizes; -1 marks a dynamic dim (ExportOptions::dynamic_dims): any size
+  /// >= 2 is accepted there, every other dim must match.
+  std::vector<int64_t> sizes;
 };
 
 struct LoadOptions {
@@ -91,7 +93,10 @@ public:
   /// the exporter's results: bit-identical to the compiled model on this
   /// CPU. Throws runtime::LoadError when an input's count, dtype or sizes
   /// differ from the guards ("model.kiln: input 0: expected float32 [32, 64],
-  /// got float32 [16, 64]") or when a run fails (e.g. an index out of range).
+  /// got float32 [16, 64]"; with a dynamic dim: "model.kiln: input 0: dim 1:
+  /// expected size 64, got 32 (...)") or when a run fails (e.g. an index out
+  /// of range). A shape-generic artifact builds the launch list of each new
+  /// size of its dynamic dim on that size's first run (cached; thread-safe).
   std::vector<runtime::HostTensor> run(const std::vector<runtime::HostTensor> &inputs) const;
   const std::vector<runtime::TensorSpec> &inputs() const;
   const std::vector<runtime::TensorSpec> &outputs() const;

@@ -85,6 +85,7 @@ std::string meta_json(const Contents &c) {
                {"inputs", guards_json(c.inputs)},
                {"outputs", guards_json(c.outputs)},
                {"weights", c.weights}};
+  if (c.dynamic_input >= 0) meta["dynamic_dim"] = {c.dynamic_input, c.dynamic_dim};
   return meta.dump(1);
 }
 
@@ -102,6 +103,17 @@ bool read_meta(const std::string &text, const ReadOptions &options, Contents *c,
       !get_strings(meta, "cpu_features", &c->cpu_features, error) || !read_guards(meta, "inputs", &c->inputs, error) ||
       !read_guards(meta, "outputs", &c->outputs, error) || !get_strings(meta, "weights", &c->weights, error))
     return false;
+  if (meta.contains("dynamic_dim")) {
+    std::vector<int64_t> d;
+    if (!get_ints(meta, "dynamic_dim", &d, error, 0)) return false;
+    if (d.size() != 2 || d[0] >= static_cast<int64_t>(c->inputs.size()) ||
+        d[1] >= static_cast<int64_t>(c->inputs[static_cast<size_t>(d[0])].sizes.size())) {
+      *error = "metadata: dynamic_dim must be [input, dim] of an input guard";
+      return false;
+    }
+    c->dynamic_input = static_cast<int>(d[0]);
+    c->dynamic_dim = static_cast<int>(d[1]);
+  }
   if (format != "kiln-export" || version != c->format_version) {
     *error = "metadata says format '" + format + "' version " + std::to_string(version) + ", expected 'kiln-export' version " +
              std::to_string(c->format_version);

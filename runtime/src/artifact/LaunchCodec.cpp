@@ -490,8 +490,10 @@ std::shared_ptr<LaunchExecutable> decode_launches(const std::string &text, const
   const json *plan = steps ? member(program, "plan", &why) : nullptr;
   std::vector<int> outputs;
   int64_t arena = 0;
+  const bool dynamic = program.contains("dynamic");  // an instantiated template: the plan is the Builder's
+  if (dynamic && steps) plan = steps;
   if (!get_string(program, "device", &device, &why) || !steps || !plan || !expect_array(*steps, "steps", &why) ||
-      !get_slot_list(program, "outputs", &outputs, &why) || !get_int(program, "arena_bytes", &arena, &why))
+      !get_slot_list(program, "outputs", &outputs, &why) || (!dynamic && !get_int(program, "arena_bytes", &arena, &why)))
     return fail(why);
   if (device != "cpu" && device != "cuda") return fail("device '" + device + "', this runtime runs CPU and CUDA programs");
   if ((device == "cuda") != (cuda_modules != nullptr))
@@ -517,10 +519,110 @@ std::shared_ptr<LaunchExecutable> decode_launches(const std::string &text, const
   b.keepAlive(std::move(keep_alive));
   std::shared_ptr<LaunchExecutable> exe = b.finish(&why);
   if (!exe) return fail(why);
-  if (exe->arena_bytes() != arena || !plans_equal(*plan, exe->slot_plans()))
+  if (!dynamic && (exe->arena_bytes() != arena || !plans_equal(*plan, exe->slot_plans())))
     return fail("the memory plan differs from the exported one (arena " + std::to_string(exe->arena_bytes()) +
                 " bytes, exported " + std::to_string(arena) + "): the runtime's planner changed; export the model again");
   return exe;
+}
+
+namespace {
+
+/// Sizes of the dynamic dim the three programs were built at.
+struct FitSizes {
+  int64_t s0, s1, s2;
+  std::string str() const { return std::to_string(s0) + ", " + std::to_string(s1) + ", " + std::to_string(s2); }
+};
+
+bool fit_values(const json &v0, const json &v1, const json &v2, const FitSizes &z, const std::string &path, json *out,
+                std::string *error) {
+  if (v0 == v1 && v1 == v2) {
+    *out = v0;
+    return true;
+  }
+  if (v0.is_number_integer() && v1.is_number_integer() && v2.is_number_integer()) {
+    const int64_t d = v1.get<int64_t>() - v0.get<int64_t>(), b = d / (z.s1 - z.s0), a = v0.get<int64_t>() - b * z.s0;
+    if (d % (z.s1 - z.s0) == 0 && a + b * z.s2 == v2.get<int64_t>()) {
+      *out = json::object({{"s", json::array({a, b})}});
+      return true;
+    }
+    *error = path + " is " + v0.dump() + ", " + v1.dump() + ", " + v2.dump() + " at sizes " + z.str() +
+             ": not a + b s";
+    return false;
+  }
+  if (v0.is_object() && v1.is_object() && v2.is_object() && v0.size() == v1.size() && v1.size() == v2.size()) {
+    *out = json::object();
+    for (auto it = v0.begin(); it != v0.end(); ++it) {
+      if (!v1.contains(it.key()) || !v2.contains(it.key())) break;
+      json fitted;
+      if (!fit_values(*it, v1[it.key()], v2[it.key()], z, path + "." + it.key(), &fitted, error)) return false;
+      (*out)[it.key()] = std::move(fitted);
+    }
+    if (out->size() == v0.size()) return true;
+  }
+  if (v0.is_array() && v1.is_array() && v2.is_array() && v0.size() == v1.size() && v1.size() == v2.size()) {
+    *out = json::array();
+    for (size_t i = 0; i < v0.size(); ++i) {
+      json fitted;
+      if (!fit_values(v0[i], v1[i], v2[i], z, path + "[" + std::to_string(i) + "]", &fitted, error)) return false;
+      out->push_back(std::move(fitted));
+    }
+    return true;
+  }
+  *error = path + " differs between sizes " + z.str() + " (" +
+           v0.dump().substr(0, 60) + " vs " + v1.dump().substr(0, 60) + ")";
+  return false;
+}
+
+json instantiate_value(const json &v, int64_t s) {
+  if (v.is_object() && v.size() == 1 && v.contains("s") && v["s"].is_array() && v["s"].size() == 2 &&
+      v["s"][0].is_number_integer() && v["s"][1].is_number_integer())
+    return v["s"][0].get<int64_t>() + v["s"][1].get<int64_t>() * s;
+  if (v.is_object()) {
+    json out = json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = instantiate_value(*it, s);
+    return out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    for (const json &x : v) out.push_back(instantiate_value(x, s));
+    return out;
+  }
+  return v;
+}
+
+} // namespace
+
+bool fit_dynamic_program(const std::vector<std::string> &programs, const std::vector<int64_t> &sizes,
+                         std::string *program_template, std::string *error) {
+  if (programs.size() != 3 || sizes.size() != 3 || sizes[0] == sizes[1] || sizes[0] == sizes[2] || sizes[1] == sizes[2]) {
+    *error = "fit_dynamic_program: expected the programs at three distinct sizes";
+    return false;
+  }
+  json j[3];
+  for (int i = 0; i < 3; ++i) {
+    j[i] = json::parse(programs[static_cast<size_t>(i)], nullptr, false);
+    if (!j[i].is_object()) {
+      *error = "fit_dynamic_program: program " + std::to_string(i) + " is not a JSON object";
+      return false;
+    }
+    j[i].erase("plan");
+    j[i].erase("arena_bytes");
+  }
+  json fitted;
+  if (!fit_values(j[0], j[1], j[2], FitSizes{sizes[0], sizes[1], sizes[2]}, "program", &fitted, error)) return false;
+  fitted["dynamic"] = true;
+  *program_template = fitted.dump(0);
+  return true;
+}
+
+bool instantiate_program(const std::string &program_template, int64_t s, std::string *program, std::string *error) {
+  json t = json::parse(program_template, nullptr, false);
+  if (!t.is_object() || !t.contains("dynamic")) {
+    *error = "program: not a shape-generic template";
+    return false;
+  }
+  *program = instantiate_value(t, s).dump(0);
+  return true;
 }
 
 bool program_symbols(const std::string &text, std::vector<std::string> *symbols, std::string *error) {

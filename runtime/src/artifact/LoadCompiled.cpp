@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "artifact/ElfLoader.h"
 #include "kiln/runtime/Artifact.h"
@@ -144,6 +146,40 @@ struct LoadedModel::State {
   Device device = kCPU;
   std::string device_name = "cpu";
   std::vector<std::shared_ptr<const runtime::cuda::CudaModule>> modules;
+  /// A shape-generic artifact: the program template and the executables
+  /// instantiated so far, per size of the dynamic dim.
+  std::string program_template;
+  int64_t example_size = -1;
+  mutable std::mutex mutex;
+  mutable std::map<int64_t, std::shared_ptr<runtime::LaunchExecutable>> by_size;
+
+  /// The launch list for `program` (JSON), kernels from the artifact's.
+  std::shared_ptr<runtime::LaunchExecutable> decode(const std::string &program, std::string *error) const {
+    auto resolve = [this](const std::string &symbol, bool split_rows, std::string *why) {
+      void *fn = object ? object->symbol("_mlir_" + symbol) : nullptr;
+      if (!fn) {
+        *why = "kernel '" + symbol + "' (_mlir_" + symbol + ") is not defined in the kernels section";
+        return runtime::KernelHandle{};
+      }
+      return runtime::KernelHandle::cpu(reinterpret_cast<runtime::PackedKernel>(fn), split_rows);
+    };
+    return runtime::artifact::decode_launches(program, resolve, object, error, backend ? &modules : nullptr);
+  }
+  /// The executable for size `size` of the dynamic dim (instantiated once).
+  std::shared_ptr<runtime::LaunchExecutable> exe_for(int64_t size) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = by_size.find(size);
+    if (it != by_size.end()) return it->second;
+    std::string program, error;
+    std::shared_ptr<runtime::LaunchExecutable> made;
+    if (runtime::artifact::instantiate_program(program_template, size, &program, &error)) made = decode(program, &error);
+    if (!made)
+      throw LoadError(name + ": run: the launch list for size " + std::to_string(size) + " of " +
+                      inputs[static_cast<size_t>(meta.dynamic_input)].name + " dim " + std::to_string(meta.dynamic_dim) +
+                      ": " + error);
+    by_size.emplace(size, made);
+    return made;
+  }
 };
 
 std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) const {
@@ -155,7 +191,16 @@ std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) 
   for (size_t i = 0; i < inputs.size(); ++i) {
     const HostTensor &x = inputs[i];
     const runtime::TensorSpec &g = s.inputs[i];
-    if (x.dtype != g.dtype || x.sizes != g.sizes)
+    if (static_cast<int>(i) == s.meta.dynamic_input && x.dtype == g.dtype && x.sizes.size() == g.sizes.size())
+      for (size_t d = 0; d < g.sizes.size(); ++d) {
+        const bool dynamic = static_cast<int>(d) == s.meta.dynamic_dim;
+        if (dynamic ? x.sizes[d] < 2 : x.sizes[d] != g.sizes[d])
+          throw LoadError(s.name + ": " + g.name + ": dim " + std::to_string(d) + ": expected size " +
+                          (dynamic ? std::string(">= 2 (dynamic)") : std::to_string(g.sizes[d])) + ", got " +
+                          std::to_string(x.sizes[d]) + " (" + runtime::element_type_name(g.dtype) + " " +
+                          runtime::sizes_str(g.sizes) + ", -1 = any size >= 2)");
+      }
+    else if (x.dtype != g.dtype || x.sizes != g.sizes)
       throw LoadError(s.name + ": " + g.name + ": expected " + runtime::element_type_name(g.dtype) + " " +
                       runtime::sizes_str(g.sizes) + ", got " + runtime::element_type_name(x.dtype) + " " +
                       runtime::sizes_str(x.sizes));
@@ -167,7 +212,9 @@ std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) 
   }
   views.insert(views.end(), s.weights.begin(), s.weights.end());
   std::string error;
-  std::vector<runtime::TensorView> results = s.exe->run(views, &error);
+  const std::shared_ptr<runtime::LaunchExecutable> exe =
+      s.meta.dynamic_input < 0 ? s.exe : s.exe_for(inputs[static_cast<size_t>(s.meta.dynamic_input)].sizes[static_cast<size_t>(s.meta.dynamic_dim)]);
+  std::vector<runtime::TensorView> results = exe->run(views, &error);
   if (!error.empty()) throw LoadError(s.name + ": run: " + error);
   std::vector<HostTensor> out;
   try {
@@ -269,17 +316,20 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
     state->object = std::move(object);
   }
   ms[1] = ms_since(t);
-  auto object = state->object;
-  auto resolve = [&](const std::string &symbol, bool split_rows, std::string *why) {
-    void *fn = object ? object->symbol("_mlir_" + symbol) : nullptr;
-    if (!fn) {
-      *why = "kernel '" + symbol + "' (_mlir_" + symbol + ") is not defined in the kernels section";
-      return runtime::KernelHandle{};
-    }
-    return runtime::KernelHandle::cpu(reinterpret_cast<runtime::PackedKernel>(fn), split_rows);
-  };
-  state->exe = runtime::artifact::decode_launches(state->meta.program, resolve, object, &error,
-                                                  cuda ? &state->modules : nullptr);
+  if (state->meta.dynamic_input >= 0) {
+    // Shape-generic: instantiate the template at the example size now (a bad
+    // template fails the load), other sizes on their first run.
+    const size_t i = static_cast<size_t>(state->meta.dynamic_input), d = static_cast<size_t>(state->meta.dynamic_dim);
+    state->program_template = std::move(state->meta.program);
+    state->example_size = state->meta.inputs[i].sizes[d];
+    state->inputs[i].sizes[d] = -1;
+    std::string program;
+    if (runtime::artifact::instantiate_program(state->program_template, state->example_size, &program, &error))
+      state->exe = state->decode(program, &error);
+    if (state->exe) state->by_size.emplace(state->example_size, state->exe);
+  } else {
+    state->exe = state->decode(state->meta.program, &error);
+  }
   if (!state->exe) throw LoadError(name + ": " + error);
   ms[2] = ms_since(t);
   place_weights(*state, state->meta.safetensors);

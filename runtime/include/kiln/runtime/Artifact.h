@@ -63,6 +63,10 @@ struct Contents {
   std::string kernels;                    ///< ELF relocatable (x86-64) with `_mlir_<symbol>` kernels; may be empty
   std::string safetensors;                ///< the weights file (safetensors, kiln::save's layout)
   std::vector<CudaUnit> cuda_units;       ///< target "cuda" only: the device code, per translation unit
+  /// The dynamic dim (ExportOptions::dynamic_dims), or -1/-1: `program` is
+  /// then a template (fit_dynamic_program) and inputs[dynamic_input].sizes
+  /// holds -1 at dynamic_dim (any size >= 2).
+  int dynamic_input = -1, dynamic_dim = -1;
   uint32_t format_version = kFormatVersion;  ///< what write_artifact writes (tests write old versions)
 };
 
@@ -101,6 +105,17 @@ std::shared_ptr<LaunchExecutable> decode_launches(const std::string &json,
                                                   const std::function<KernelHandle(const std::string &symbol, bool split_rows, std::string *error)> &resolve,
                                                   std::shared_ptr<const void> keep_alive, std::string *error,
                                                   const std::vector<std::shared_ptr<const cuda::CudaModule>> *cuda_modules = nullptr);
+/// A shape-generic program from encode_launches' programs at three distinct
+/// sizes of one dim (`sizes`): every number that differs becomes
+/// {"s": [a, b]} (a + b s, integers), fitted on the first two and checked
+/// on the third; the memory plan is dropped (the Builder recomputes it per size).
+/// False with the JSON path of the first value that is not affine in s or
+/// of a string that differs.
+bool fit_dynamic_program(const std::vector<std::string> &programs, const std::vector<int64_t> &sizes,
+                         std::string *program_template, std::string *error);
+/// The program of a fit_dynamic_program template at size `s`.
+bool instantiate_program(const std::string &program_template, int64_t s, std::string *program, std::string *error);
+
 /// The kernel symbols an encoded program launches (sorted, unique).
 bool program_symbols(const std::string &json, std::vector<std::string> *symbols, std::string *error);
 
