@@ -575,8 +575,13 @@ bool fit_values(const json &v0, const json &v1, const json &v2, const FitSizes &
 
 json instantiate_value(const json &v, int64_t s) {
   if (v.is_object() && v.size() == 1 && v.contains("s") && v["s"].is_array() && v["s"].size() == 2 &&
-      v["s"][0].is_number_integer() && v["s"][1].is_number_integer())
-    return v["s"][0].get<int64_t>() + v["s"][1].get<int64_t>() * s;
+      v["s"][0].is_number_integer() && v["s"][1].is_number_integer()) {
+    int64_t bs = 0, value = 0;  // an overflow gives -1, which every size and slot check refuses
+    if (__builtin_mul_overflow(v["s"][1].get<int64_t>(), s, &bs) ||
+        __builtin_add_overflow(v["s"][0].get<int64_t>(), bs, &value))
+      return json(-1);
+    return json(value);
+  }
   if (v.is_object()) {
     json out = json::object();
     for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = instantiate_value(*it, s);
