@@ -547,9 +547,10 @@ bool genericExecutables(GenericCompile &c, std::string *message) {
       return KernelBinding{};
     }
     const std::vector<std::pair<DType, double>> &scalars = it->second.second;
+    // The generic kernel's symbol ("dyn_<k>") is what an exported artifact links to.
     if (keep->library->bindsScalars())
-      return KernelBinding{keep->library->handle(it->second.first, scalars, false, why), {}, {}, {}};
-    return KernelBinding{keep->library->handle(it->second.first, {}, false, why), scalars, {}, {}};
+      return KernelBinding{keep->library->handle(it->second.first, scalars, false, why), {}, {}, {}, it->second.first};
+    return KernelBinding{keep->library->handle(it->second.first, {}, false, why), scalars, {}, {}, it->second.first};
   };
   if (!buildExecutables(c.self, bind, keep, c.options.device, c.target, &c.result, message))
     return false;

@@ -395,6 +395,8 @@ public:
       kernel->size_sources.emplace_back(static_cast<int>(spec.sizes[s]), static_cast<int>(spec.sizes[s + 1]));
     const LaunchRule rule = ruleOf(spec);
     kernel->grid_blocks = [rule](const std::vector<int64_t> &classes) { return rule.gridBlocks(classes); };
+    kernel->grid_rule = runtime::cuda::GridRule{rule.static_work, rule.work_per_block, rule.max_blocks,
+                                                rule.work_classes};
     kernel->block_threads = static_cast<uint32_t>(rule.block_threads);
     kernel->dynamic_shared_bytes = static_cast<size_t>(rule.dynamic_shared_bytes);
     return runtime::KernelHandle{nullptr, false, kernel};

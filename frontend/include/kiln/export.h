@@ -14,10 +14,21 @@
 // and memory plan, the weights (safetensors, kiln::save's layout), the guards
 // (dtype and static sizes of every input and output), the Kiln version and a
 // CRC-32 of the file. The same model, inputs' shapes and options give the
-// same bytes. CPU only (CUDA CUBIN/PTX are not exported yet).
+// same bytes.
+//
+// A model whose example inputs are on cuda:0 (compiled by the CUDA target,
+// kiln::compile's kernels) is exported for CUDA: per translation unit the
+// CUBIN of each of ExportOptions::cuda_archs, the PTX and the CUDA C source
+// (NVRTC compiles them at export; no GPU needed), with the launch list and
+// its CUDA launch rules, memory plan and weights. load_compiled runs it on
+// cuda:0: the CUBIN for the GPU's arch, else the PTX through the driver's
+// JIT, else an error naming the archs present; on the CUDA-on-CPU simulator
+// (KILN_CUDA_SIM=1) the source through its host compiler. The inputs and
+// outputs of LoadedModel::run stay host tensors (copied to and from cuda:0).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +41,23 @@ struct ExportOptions {
   /// How the forward is compiled (autocast, custom passes; remat has no
   /// effect without a backward). Default: as kiln::compile's default.
   CompileOptions compile;
+  /// CUDA models only (example inputs on cuda:0): the GPU architectures
+  /// whose CUBIN (SASS) each translation unit carries, NVRTC's -arch names
+  /// ("sm_80", "sm_90", ...). A GPU loads the CUBIN of its own arch.
+  std::vector<std::string> cuda_archs = {"sm_90"};
+  /// CUDA models only: also store PTX for the lowest of cuda_archs
+  /// ("compute_90"), which the driver JITs on a GPU newer than every CUBIN.
+  bool cuda_ptx = true;
+  /// Dims that may change size (torch.export's Dim): input index -> its
+  /// dynamic dims. One dim in all today (the compiler's automatic dynamic
+  /// shapes have one symbol s). The artifact holds the shape-generic kernels
+  /// (sizes as kernel arguments) and a launch list whose sizes are a + b s;
+  /// load_compiled accepts any size >= 2 there (sizes 0 and 1 are
+  /// specialized by the compiler, as kiln::compile's dynamic artifacts) and
+  /// checks every other dim. Export fails, naming the value, when a size or
+  /// a constant of the launch list is not affine in s (e.g. a mean's 1/N
+  /// over the dynamic dim), or when the example size is below 2.
+  std::map<int, std::vector<int>> dynamic_dims;
 };
 
 /// What export_compiled wrote.
@@ -44,7 +72,9 @@ struct ExportReport {
 /// become the guards; the values are only used to trace) in eval mode under
 /// NoGradGuard (the model's training flag is restored afterwards) and writes
 /// the artifact to `path` atomically (a temporary file renamed over it).
-/// Throws kiln::Error naming the problem: no inputs, an input not on the CPU,
+/// Throws kiln::Error naming the problem: no inputs, inputs on a device other
+/// than the CPU or cuda:0 (naming the expected devices), a CUDA export
+/// without NVRTC or with a bad arch in cuda_archs,
 /// a model that breaks the graph or draws random numbers in eval mode, a
 /// compile failure, the kernel cache disabled by KILN_DISABLE_CACHE=1 (the
 /// object code comes from it), or a write that fails (naming `path`).

@@ -8,9 +8,13 @@
 //   kiln::runtime::HostTensor x = kiln::runtime::HostTensor::zeros(kiln::runtime::ElementType::Float32, {32, 64});
 //   std::vector<kiln::runtime::HostTensor> out = m.run({x});      // [32, 10] float32
 //
-// The artifact format (one file: kernels as x86-64 object code, launch list,
-// memory plan, weights as safetensors, guards, version, ISA, CRC-32) is
-// described in runtime/src/artifact/FORMAT.md.
+// The artifact format (one file: kernels as x86-64 object code, or for a
+// CUDA export CUBIN per arch + PTX + CUDA C; launch list, memory plan,
+// weights as safetensors, guards, version, ISA, CRC-32) is described in
+// runtime/src/artifact/FORMAT.md. A CUDA artifact runs on CUDA device 0: a
+// GPU loads the CUBIN of its arch (else the PTX, JIT-compiled by the
+// driver), the simulator (KILN_CUDA_SIM=1) compiles the source; run() still
+// takes and returns host tensors, copied to and from the device.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +69,9 @@ public:
 struct TensorSpec {
   std::string name;            ///< "input 0", ... / "output 0", ...
   ElementType dtype = ElementType::Float32;
-  std::vector<int64_t> sizes;  ///< static sizes (every dim is static in format version 1)
+  /// Sizes; -1 marks a dynamic dim (ExportOptions::dynamic_dims): any size
+  /// >= 2 is accepted there, every other dim must match.
+  std::vector<int64_t> sizes;
 };
 
 struct LoadOptions {
@@ -87,16 +93,23 @@ public:
   /// the exporter's results: bit-identical to the compiled model on this
   /// CPU. Throws runtime::LoadError when an input's count, dtype or sizes
   /// differ from the guards ("model.kiln: input 0: expected float32 [32, 64],
-  /// got float32 [16, 64]") or when a run fails (e.g. an index out of range).
+  /// got float32 [16, 64]"; with a dynamic dim: "model.kiln: input 0: dim 1:
+  /// expected size 64, got 32 (...)") or when a run fails (e.g. an index out
+  /// of range). A shape-generic artifact builds the launch list of each new
+  /// size of its dynamic dim on that size's first run (cached; thread-safe).
   std::vector<runtime::HostTensor> run(const std::vector<runtime::HostTensor> &inputs) const;
   const std::vector<runtime::TensorSpec> &inputs() const;
   const std::vector<runtime::TensorSpec> &outputs() const;
   /// The artifact's metadata: Kiln version that wrote it, the model's name,
-  /// the target ("x86_64-linux") and its CPU features.
+  /// the target ("x86_64-linux", or "cuda": runs on cuda:0) and its CPU
+  /// features (none for "cuda").
   const std::string &kiln_version() const;
   const std::string &model_name() const;
   const std::string &target() const;
   const std::vector<std::string> &cpu_features() const;
+  /// Where run() computes: "cpu", or "cuda:0" for a CUDA artifact (run()'s
+  /// host tensors are copied there and back).
+  const std::string &device() const;
   /// Bytes of the per-run arena (the memory plan's peak) and of the weights.
   int64_t arena_bytes() const;
   int64_t weight_bytes() const;
@@ -112,7 +125,9 @@ private:
 /// runtime::LoadError naming the file and the problem when it cannot be
 /// read, is truncated, has a wrong magic, format version or checksum (a
 /// flipped byte anywhere), was exported for a CPU whose features the host
-/// lacks (e.g. "needs avx512f, which this CPU lacks"), or holds a
+/// lacks (e.g. "needs avx512f, which this CPU lacks"), was exported for
+/// CUDA and there is no CUDA device or no code for its arch (the message
+/// names the archs present and the device's), or holds a
 /// malformed section; never crashes on a bad file (fuzzed:
 /// tests/fuzz/libfuzzer/artifact_fuzz.cpp).
 LoadedModel load_compiled(const std::string &path, const runtime::LoadOptions &options = {});

@@ -18,9 +18,12 @@ constexpr size_t kHeaderBytes = 32;  // magic, version, section count, file size
 constexpr size_t kSectionEntryBytes = 24;  // tag[8], offset, size
 constexpr size_t kTrailerBytes = 8;  // CRC-32 of the bytes before it, u32; magic "KEND"
 constexpr size_t kAlign = 64;
-/// The sections, in file order; all required.
-constexpr const char *kSections[] = {"meta", "program", "kernels", "weights"};
-constexpr uint32_t kNumSections = 4;
+/// The sections, in file order: the first 4 in every artifact, all 6 in a
+/// CUDA artifact (target "cuda"; FORMAT.md).
+constexpr const char *kSections[] = {"meta", "program", "kernels", "weights", "cuda", "cudabin"};
+constexpr uint32_t kNumCpuSections = 4;
+constexpr uint32_t kNumCudaSections = 6;
+constexpr uint32_t kMaxSections = 6;
 
 void put_u32(std::string &out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -74,7 +77,7 @@ bool read_guards(const json &meta, const char *key, std::vector<Guard> *out, std
 
 std::string meta_json(const Contents &c) {
   json meta = {{"format", "kiln-export"},
-               {"format_version", kFormatVersion},
+               {"format_version", c.format_version},
                {"kiln_version", c.kiln_version},
                {"model", c.model},
                {"target", c.target},
@@ -82,6 +85,7 @@ std::string meta_json(const Contents &c) {
                {"inputs", guards_json(c.inputs)},
                {"outputs", guards_json(c.outputs)},
                {"weights", c.weights}};
+  if (c.dynamic_input >= 0) meta["dynamic_dim"] = {c.dynamic_input, c.dynamic_dim};
   return meta.dump(1);
 }
 
@@ -99,13 +103,25 @@ bool read_meta(const std::string &text, const ReadOptions &options, Contents *c,
       !get_strings(meta, "cpu_features", &c->cpu_features, error) || !read_guards(meta, "inputs", &c->inputs, error) ||
       !read_guards(meta, "outputs", &c->outputs, error) || !get_strings(meta, "weights", &c->weights, error))
     return false;
-  if (format != "kiln-export" || version != kFormatVersion) {
+  if (meta.contains("dynamic_dim")) {
+    std::vector<int64_t> d;
+    if (!get_ints(meta, "dynamic_dim", &d, error, 0)) return false;
+    if (d.size() != 2 || d[0] >= static_cast<int64_t>(c->inputs.size()) ||
+        d[1] >= static_cast<int64_t>(c->inputs[static_cast<size_t>(d[0])].sizes.size())) {
+      *error = "metadata: dynamic_dim must be [input, dim] of an input guard";
+      return false;
+    }
+    c->dynamic_input = static_cast<int>(d[0]);
+    c->dynamic_dim = static_cast<int>(d[1]);
+  }
+  if (format != "kiln-export" || version != c->format_version) {
     *error = "metadata says format '" + format + "' version " + std::to_string(version) + ", expected 'kiln-export' version " +
-             std::to_string(kFormatVersion);
+             std::to_string(c->format_version);
     return false;
   }
-  if (c->target != kTarget) {
-    *error = "exported for target '" + c->target + "', this runtime runs '" + kTarget + "' object code";
+  if (c->target != kTarget && !(c->target == kCudaTarget && version >= 2)) {
+    *error = "exported for target '" + c->target + "', this runtime runs '" + kTarget + "' object code and '" +
+             kCudaTarget + "' device code";
     return false;
   }
   if (options.check_host_isa) {
@@ -122,15 +138,107 @@ bool read_meta(const std::string &text, const ReadOptions &options, Contents *c,
   return true;
 }
 
+
+/// Appends `blob` to `bin` at a 64-byte boundary; returns [offset, size].
+json put_blob(std::string &bin, const std::string &blob) {
+  bin.resize(align_up(bin.size()), '\0');
+  json range = json::array({bin.size(), blob.size()});
+  bin += blob;
+  return range;
+}
+
+/// Section `cuda` (JSON index of the translation units) and `cudabin` (their
+/// CUDA C, PTX and CUBINs, each 64-byte aligned). Deterministic.
+void cuda_sections(const std::vector<CudaUnit> &units, std::string *index, std::string *bin) {
+  json a = json::array();
+  for (const CudaUnit &u : units) {
+    json cubins = json::array();
+    for (const auto &[arch, image] : u.cubins) cubins.push_back({{"arch", arch}, {"range", put_blob(*bin, image)}});
+    json unit = {{"kernels", u.kernel_names}, {"source", put_blob(*bin, u.source)}, {"cubins", cubins}};
+    if (!u.ptx.empty()) unit["ptx"] = {{"arch", u.ptx_arch}, {"range", put_blob(*bin, u.ptx)}};
+    a.push_back(std::move(unit));
+  }
+  *index = json({{"units", a}}).dump(1);
+}
+
+/// One [offset, size] range of `cudabin`, checked against its size.
+bool get_blob(const json &j, const char *key, const std::string &bin, std::string *out, const std::string &what,
+              std::string *error) {
+  std::vector<int64_t> range;
+  if (!get_ints(j, key, &range, error, 0)) return false;
+  if (range.size() != 2 || static_cast<uint64_t>(range[0]) > bin.size() ||
+      static_cast<uint64_t>(range[1]) > bin.size() - static_cast<uint64_t>(range[0])) {
+    *error = "section 'cuda': " + what + " lies outside section 'cudabin' (" + std::to_string(bin.size()) + " bytes)";
+    return false;
+  }
+  *out = bin.substr(static_cast<size_t>(range[0]), static_cast<size_t>(range[1]));
+  return true;
+}
+
+/// An arch name "sm_XX" / "compute_XX" (XX digits).
+bool arch_ok(const std::string &arch, const char *prefix) {
+  const size_t n = std::strlen(prefix);
+  if (arch.size() <= n || arch.size() > n + 4 || arch.compare(0, n, prefix) != 0) return false;
+  for (size_t i = n; i < arch.size(); ++i)
+    if (arch[i] < '0' || arch[i] > '9') return false;
+  return true;
+}
+
+bool read_cuda_sections(const std::string &index, const std::string &bin, std::vector<CudaUnit> *units,
+                        std::string *error) {
+  json j = json::parse(index, nullptr, /*allow_exceptions=*/false);
+  const json *a = j.is_object() ? member(j, "units", error) : nullptr;
+  if (!a || !expect_array(*a, "units", error)) {
+    if (error->empty() || !j.is_object()) *error = "section 'cuda' is not a JSON object with 'units'";
+    return false;
+  }
+  for (const json &u : *a) {
+    CudaUnit unit;
+    const std::string what = "unit " + std::to_string(units->size());
+    if (!get_strings(u, "kernels", &unit.kernel_names, error) ||
+        !get_blob(u, "source", bin, &unit.source, what + " source", error))
+      return false;
+    const json *cubins = member(u, "cubins", error);
+    if (!cubins || !expect_array(*cubins, "cubins", error)) return false;
+    for (const json &c : *cubins) {
+      std::string arch, image;
+      if (!get_string(c, "arch", &arch, error) || !get_blob(c, "range", bin, &image, what + " " + arch, error)) return false;
+      if (!arch_ok(arch, "sm_") || image.empty()) {
+        *error = "section 'cuda': " + what + ": bad CUBIN entry '" + arch + "' (" + std::to_string(image.size()) + " bytes)";
+        return false;
+      }
+      unit.cubins.emplace_back(arch, std::move(image));
+    }
+    if (u.is_object() && u.contains("ptx")) {
+      const json &p = u["ptx"];
+      if (!get_string(p, "arch", &unit.ptx_arch, error) ||
+          !get_blob(p, "range", bin, &unit.ptx, what + " PTX", error))
+        return false;
+      if (!arch_ok(unit.ptx_arch, "compute_") || unit.ptx.empty() || unit.ptx.back() != '\0') {
+        *error = "section 'cuda': " + what + ": bad PTX entry '" + unit.ptx_arch + "'";
+        return false;
+      }
+    }
+    if (unit.kernel_names.empty() || unit.source.empty()) {
+      *error = "section 'cuda': " + what + " has no kernels or no source";
+      return false;
+    }
+    units->push_back(std::move(unit));
+  }
+  return true;
+}
+
 } // namespace
 
 std::string write_artifact(const Contents &contents) {
-  const std::string sections[kNumSections] = {meta_json(contents), contents.program, contents.kernels,
-                                              contents.safetensors};
-  size_t offset = align_up(kHeaderBytes + kNumSections * kSectionEntryBytes);
+  const bool cuda = contents.target == kCudaTarget;
+  const uint32_t num_sections = cuda ? kNumCudaSections : kNumCpuSections;
+  std::string sections[kMaxSections] = {meta_json(contents), contents.program, contents.kernels, contents.safetensors};
+  if (cuda) cuda_sections(contents.cuda_units, &sections[4], &sections[5]);
+  size_t offset = align_up(kHeaderBytes + num_sections * kSectionEntryBytes);
   std::string table;
   std::vector<size_t> offsets;
-  for (uint32_t i = 0; i < kNumSections; ++i) {
+  for (uint32_t i = 0; i < num_sections; ++i) {
     char tag[8] = {};
     std::memcpy(tag, kSections[i], std::strlen(kSections[i]));
     table.append(tag, 8);
@@ -141,12 +249,12 @@ std::string write_artifact(const Contents &contents) {
   }
   const size_t file_size = offset + kTrailerBytes;
   std::string out(kMagic, 8);
-  put_u32(out, kFormatVersion);
-  put_u32(out, kNumSections);
+  put_u32(out, contents.format_version);
+  put_u32(out, num_sections);
   put_u64(out, file_size);
   put_u64(out, 0);
   out += table;
-  for (uint32_t i = 0; i < kNumSections; ++i) {
+  for (uint32_t i = 0; i < num_sections; ++i) {
     out.resize(offsets[i], '\0');
     out += sections[i];
   }
@@ -161,7 +269,7 @@ bool read_artifact(const std::string &bytes, const std::string &name, const Read
     *error = name + ": " + what;
     return false;
   };
-  const size_t min_size = kHeaderBytes + kNumSections * kSectionEntryBytes + kTrailerBytes;
+  const size_t min_size = kHeaderBytes + kNumCpuSections * kSectionEntryBytes + kTrailerBytes;
   if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     return fail("not a Kiln exported model (expected the magic 'KILNEXP' in the first 8 bytes; write one with "
                 "kiln::export_compiled)");
@@ -169,9 +277,10 @@ bool read_artifact(const std::string &bytes, const std::string &name, const Read
     return fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
                 std::to_string(kHeaderBytes) + "-byte header");
   const uint32_t version = get_u32(bytes, 8);
-  if (version != kFormatVersion)
-    return fail("format version " + std::to_string(version) + ", this runtime reads version " +
-                std::to_string(kFormatVersion) + " (export the model again with this Kiln)");
+  if (version < kOldestFormatVersion || version > kFormatVersion)
+    return fail("format version " + std::to_string(version) + ", this runtime reads versions " +
+                std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion) +
+                " (export the model again with this Kiln)");
   const uint64_t file_size = get_u64(bytes, 16);
   if (file_size != bytes.size())
     return fail((file_size > bytes.size() ? "truncated: the header says " : "size mismatch: the header says ") +
@@ -180,12 +289,15 @@ bool read_artifact(const std::string &bytes, const std::string &name, const Read
   const std::string trailer = trailer_of(bytes.data(), bytes.size() - kTrailerBytes);
   if (bytes.compare(bytes.size() - kTrailerBytes, kTrailerBytes, trailer) != 0)
     return fail("checksum mismatch (the CRC-32 of the file differs from its trailer): the file is corrupt");
-  if (get_u32(bytes, 12) != kNumSections)
-    return fail("expected " + std::to_string(kNumSections) + " sections, the header says " +
-                std::to_string(get_u32(bytes, 12)));
-  std::string sections[kNumSections];
+  const uint32_t num_sections = get_u32(bytes, 12);
+  if (num_sections != kNumCpuSections && !(num_sections == kNumCudaSections && version >= 2))
+    return fail("expected " + std::to_string(kNumCpuSections) + " sections (" + std::to_string(kNumCudaSections) +
+                " for a CUDA artifact), the header says " + std::to_string(num_sections));
+  if (bytes.size() < min_size + (num_sections - kNumCpuSections) * kSectionEntryBytes)
+    return fail("truncated: " + std::to_string(bytes.size()) + " bytes");
+  std::string sections[kMaxSections];
   const uint64_t end = bytes.size() - kTrailerBytes;
-  for (uint32_t i = 0; i < kNumSections; ++i) {
+  for (uint32_t i = 0; i < num_sections; ++i) {
     const size_t at = kHeaderBytes + i * kSectionEntryBytes;
     char tag[9] = {};
     std::memcpy(tag, bytes.data() + at, 8);
@@ -198,8 +310,14 @@ bool read_artifact(const std::string &bytes, const std::string &name, const Read
     sections[i] = bytes.substr(offset, size);
   }
   Contents c;
+  c.format_version = version;
   std::string why;
   if (!read_meta(sections[0], options, &c, &why)) return fail(why);
+  const bool cuda = c.target == kCudaTarget;
+  if (cuda != (num_sections == kNumCudaSections))
+    return fail("target '" + c.target + "' with " + std::to_string(num_sections) + " sections (a CUDA artifact has " +
+                std::to_string(kNumCudaSections) + ", a CPU one " + std::to_string(kNumCpuSections) + ")");
+  if (cuda && !read_cuda_sections(sections[4], sections[5], &c.cuda_units, &why)) return fail(why);
   c.program = std::move(sections[1]);
   c.kernels = std::move(sections[2]);
   c.safetensors = std::move(sections[3]);

@@ -1,19 +1,22 @@
 // LaunchCodec.cpp - a LaunchExecutable as data and back (FORMAT.md,
 // "program"): the Builder calls that rebuild it, in slot order, and the
 // memory plan, which the rebuilt executable must reproduce exactly.
+#include <cstring>
 #include <map>
 #include <set>
 
 #include "LaunchInternal.h"
 #include "artifact/Json.h"
 #include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/cuda/CompiledKernel.h"
 
 namespace kiln::runtime {
 
 using artifact::json;
 
 struct LaunchCodec {
-  static bool encode(const LaunchExecutable &exe, std::string *out, std::string *error);
+  static bool encode(const LaunchExecutable &exe, std::string *out, std::string *error,
+                     std::vector<artifact::CudaUnit> *cuda_units);
 };
 
 namespace {
@@ -34,7 +37,59 @@ const char *kind_code(LaunchKind k) {
   return "?";
 }
 
-json launch_json(const LaunchExecutable::Launch &l, const std::vector<SlotType> &types) {
+/// A double as its 16 hex digits (JSON has no NaN or infinity; a scalar may be -inf).
+std::string bits_of(double v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+bool double_of_bits(const std::string &hex, double *v) {
+  if (hex.size() != 16) return false;
+  uint64_t bits = 0;
+  for (char c : hex) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    bits = bits << 4 | static_cast<uint64_t>(d);
+  }
+  std::memcpy(v, &bits, sizeof bits);
+  return true;
+}
+
+/// Translation units of a CUDA executable, numbered by first use.
+struct CudaUnits {
+  std::map<const cuda::CudaModule *, int> index;
+  std::vector<artifact::CudaUnit> *units = nullptr;
+  int of(const cuda::CudaModule &m) {
+    auto [it, added] = index.emplace(&m, static_cast<int>(index.size()));
+    if (added) units->push_back(artifact::CudaUnit{m.kernel_names(), m.source(), "", "", {}});
+    return it->second;
+  }
+};
+
+/// The CUDA launch of a kernel step (FORMAT.md, "program"): unit and index of
+/// its function, parameters (kind, index, dim, value bits), size sources,
+/// grid rule, block, dynamic shared bytes; or a GEMM epilogue.
+json cuda_launch_json(const cuda::CompiledKernel &k, CudaUnits &units) {
+  json params = json::array();
+  for (const cuda::KernelArgSource &p : k.params)
+    params.push_back({static_cast<int>(p.kind), p.index, p.dim, bits_of(p.value)});
+  json sizes = json::array();
+  for (auto [arg, dim] : k.size_sources) sizes.push_back({arg, dim});
+  json j = {{"epilogue", static_cast<int>(k.gemm_epilogue)}, {"params", params}, {"sizes", sizes},
+            {"grid", {k.grid_rule.static_work, k.grid_rule.work_per_block, k.grid_rule.max_blocks}},
+            {"work_classes", k.grid_rule.work_classes}, {"block", k.block_threads},
+            {"shared_bytes", k.dynamic_shared_bytes}};
+  if (k.module) {
+    j["unit"] = units.of(*k.module);
+    j["index"] = k.index;
+  }
+  return j;
+}
+
+json launch_json(const LaunchExecutable::Launch &l, const std::vector<SlotType> &types, CudaUnits *cuda_units) {
   json j = {{"op", kind_code(l.kind)}, {"operands", l.operands}, {"results", l.results}};
   switch (l.kind) {
   case LaunchKind::Kernel: {
@@ -50,6 +105,7 @@ json launch_json(const LaunchExecutable::Launch &l, const std::vector<SlotType> 
     json checks = json::array();
     for (const auto &[slot, c] : l.checks) checks.push_back({{"slot", slot}, {"op", c.op}, {"dim", c.dim}, {"size", c.size}});
     j["index_checks"] = checks;
+    if (cuda_units) j["cuda"] = cuda_launch_json(*static_cast<const cuda::CompiledKernel *>(l.kernel.native.get()), *cuda_units);
     break;
   }
   case LaunchKind::Transpose:
@@ -145,10 +201,81 @@ template <size_t N> bool get_pair(const json &j, const char *key, std::array<int
 }
 
 using Resolver = std::function<KernelHandle(const std::string &, bool, std::string *)>;
+using CudaModules = std::vector<std::shared_ptr<const cuda::CudaModule>>;
+
+/// A CUDA kernel step's launch (cuda_launch_json) over the artifact's modules.
+KernelHandle cuda_kernel_of(const json &step, const std::string &name, const CudaModules &modules, std::string *error) {
+  const json *c = artifact::member(step, "cuda", error);
+  if (!c || !c->is_object()) {
+    if (error->empty()) *error = "kernel " + name + ": 'cuda' must be an object";
+    return {};
+  }
+  auto k = std::make_shared<cuda::CompiledKernel>();
+  int64_t epilogue = 0, block = 0, shared = 0;
+  std::vector<int64_t> grid, classes;
+  const json *params = artifact::member(*c, "params", error);
+  const json *sizes = params ? artifact::member(*c, "sizes", error) : nullptr;
+  if (!params || !sizes || !artifact::expect_array(*params, "params", error) ||
+      !artifact::expect_array(*sizes, "sizes", error) || !artifact::get_int(*c, "epilogue", &epilogue, error) ||
+      !artifact::get_ints(*c, "grid", &grid, error, 0) || !artifact::get_ints(*c, "work_classes", &classes, error, 0) ||
+      !artifact::get_int(*c, "block", &block, error) || !artifact::get_int(*c, "shared_bytes", &shared, error))
+    return {};
+  auto bad = [&](const std::string &what) {
+    *error = "kernel " + name + ": cuda launch: " + what;
+    return KernelHandle{};
+  };
+  if (grid.size() != 3 || grid[1] < 1 || grid[2] < 1 || block < 1 || block > 1024 || shared < 0 || shared > (1 << 20))
+    return bad("bad grid rule, block or shared bytes");
+  if (epilogue != 0 && epilogue != 4 && epilogue != 6 && epilogue != 36) return bad("bad GEMM epilogue");
+  k->gemm_epilogue = static_cast<cuda::GemmEpilogue>(epilogue);
+  for (const json &p : *params) {
+    if (!p.is_array() || p.size() != 4 || !p[0].is_number_integer() || !p[1].is_number_integer() ||
+        !p[2].is_number_integer() || !p[3].is_string())
+      return bad("parameters must be [kind, index, dim, value bits]");
+    cuda::KernelArgSource a;
+    const int64_t kind = p[0].get<int64_t>(), index = p[1].get<int64_t>(), dim = p[2].get<int64_t>();
+    if (kind < 0 || kind > 5 || index < 0 || index > (1 << 20) || dim < 0 || dim > 64 ||
+        !double_of_bits(p[3].get<std::string>(), &a.value))
+      return bad("parameter out of range");
+    a.kind = static_cast<cuda::KernelArgSource::Kind>(kind);
+    a.index = static_cast<int>(index);
+    a.dim = static_cast<int>(dim);
+    k->params.push_back(a);
+  }
+  for (const json &s : *sizes) {
+    if (!s.is_array() || s.size() != 2 || !s[0].is_number_integer() || !s[1].is_number_integer() ||
+        s[0].get<int64_t>() < 0 || s[0].get<int64_t>() > (1 << 20) || s[1].get<int64_t>() < 0 || s[1].get<int64_t>() > 64)
+      return bad("size sources must be [argument, dim]");
+    k->size_sources.emplace_back(s[0].get<int>(), s[1].get<int>());
+  }
+  for (int64_t cls : classes) {
+    if (cls > 64) return bad("work class out of range");
+    k->grid_rule.work_classes.push_back(static_cast<int>(cls));
+  }
+  k->grid_rule.static_work = grid[0];
+  k->grid_rule.work_per_block = grid[1];
+  k->grid_rule.max_blocks = grid[2];
+  const cuda::GridRule rule = k->grid_rule;
+  k->grid_blocks = [rule](const std::vector<int64_t> &class_sizes) { return rule.blocks(class_sizes); };
+  k->block_threads = static_cast<uint32_t>(block);
+  k->dynamic_shared_bytes = static_cast<size_t>(shared);
+  if (c->contains("unit")) {
+    int64_t unit = 0, index = 0;
+    if (!artifact::get_int(*c, "unit", &unit, error) || !artifact::get_int(*c, "index", &index, error)) return {};
+    if (unit < 0 || static_cast<size_t>(unit) >= modules.size() || index < 0 ||
+        static_cast<size_t>(index) >= modules[static_cast<size_t>(unit)]->kernel_names().size())
+      return bad("function " + std::to_string(unit) + "/" + std::to_string(index) + " is not in section 'cuda'");
+    k->module = modules[static_cast<size_t>(unit)];
+    k->index = static_cast<size_t>(index);
+  } else if (epilogue == 0) {
+    return bad("neither a function nor a GEMM epilogue");
+  }
+  return KernelHandle{nullptr, false, k};
+}
 
 /// Replays one encoded step on the builder; returns the slots it made.
-bool replay_step(const json &step, LaunchExecutable::Builder &b, const Resolver &resolve, std::vector<int> *made,
-                 std::string *error) {
+bool replay_step(const json &step, LaunchExecutable::Builder &b, const Resolver &resolve, const CudaModules *cuda_modules,
+                 std::vector<int> *made, std::string *error) {
   std::string op;
   if (!artifact::get_string(step, "op", &op, error)) return false;
   std::vector<int> operands;
@@ -203,7 +330,9 @@ bool replay_step(const json &step, LaunchExecutable::Builder &b, const Resolver 
       }
       pairs.push_back(InPlace{static_cast<int>(o), static_cast<int>(r)});
     }
-    KernelHandle kernel = resolve ? resolve(symbol, split_rows, error) : KernelHandle{};
+    KernelHandle kernel = cuda_modules ? cuda_kernel_of(step, name, *cuda_modules, error)
+                          : resolve    ? resolve(symbol, split_rows, error)
+                                       : KernelHandle{};
     if (!kernel) {
       if (error->empty()) *error = "kernel " + name + ": symbol " + symbol + " cannot be resolved";
       return false;
@@ -272,9 +401,25 @@ bool plans_equal(const json &encoded, const std::vector<SlotPlan> &plans) {
 
 } // namespace
 
-bool LaunchCodec::encode(const LaunchExecutable &exe, std::string *out, std::string *error) {
-  if (exe.device_.type != DeviceType::CPU) {
-    *error = "only CPU executables can be exported, this one runs on " + exe.device_.str();
+bool LaunchCodec::encode(const LaunchExecutable &exe, std::string *out, std::string *error,
+                         std::vector<artifact::CudaUnit> *cuda_units) {
+  const bool cuda = exe.device_ == Device(DeviceType::CUDA, 0);
+  if (exe.device_.type != DeviceType::CPU && !cuda) {
+    *error = "only CPU and cuda:0 executables can be exported, this one runs on " + exe.device_.str();
+    return false;
+  }
+  if (cuda && !cuda_units) {
+    *error = "a CUDA executable's translation units need a place (encode_launches' cuda_units)";
+    return false;
+  }
+  CudaUnits units;
+  if (cuda) {
+    cuda_units->clear();
+    units.units = cuda_units;
+  }
+  DeviceBackend *backend = cuda ? find_backend(DeviceType::CUDA) : nullptr;
+  if (cuda && !backend) {
+    *error = "no CUDA backend to read the executable's constants from";
     return false;
   }
   std::map<int, const Buffer *> constants;
@@ -290,15 +435,22 @@ bool LaunchCodec::encode(const LaunchExecutable &exe, std::string *out, std::str
       steps.push_back({{"op", "input"}, {"slot", slot}, {"type", type_json(type)}, {"donatable", exe.input_donatable(in->second)}});
     } else if (plan.storage == SlotStorage::Constant) {
       const Buffer *buffer = constants.at(static_cast<int>(slot));
-      steps.push_back({{"op", "constant"}, {"slot", slot}, {"type", type_json(type)},
-                       {"hex", hex_of(buffer->data(), static_cast<size_t>(detail::nbytes_of(type)))}});
+      const size_t n = static_cast<size_t>(detail::nbytes_of(type));
+      std::vector<unsigned char> host(n);
+      if (cuda && n) backend->copy(host.data(), kCPU, buffer->data(), exe.device_, n);
+      else if (n) std::memcpy(host.data(), buffer->data(), n);
+      steps.push_back({{"op", "constant"}, {"slot", slot}, {"type", type_json(type)}, {"hex", hex_of(host.data(), n)}});
     } else if (plan.def >= 0 && !emitted.count(plan.def)) {
       const LaunchExecutable::Launch &l = *exe.launches_.at(plan.def);
       if (l.results.empty() || l.results[0] != static_cast<int>(slot)) {
         *error = "launch " + std::to_string(plan.def) + " (" + l.name + ") does not define slot " + std::to_string(slot);
         return false;
       }
-      json step = launch_json(l, exe.types_);
+      if (cuda && l.kind == LaunchKind::Kernel && !l.kernel.native) {
+        *error = "kernel " + l.name + " has no CUDA function";
+        return false;
+      }
+      json step = launch_json(l, exe.types_, cuda ? &units : nullptr);
       step["slot"] = slot;
       steps.push_back(std::move(step));
       emitted.insert(plan.def);
@@ -308,7 +460,7 @@ bool LaunchCodec::encode(const LaunchExecutable &exe, std::string *out, std::str
     *error = "the executable has launches without results";
     return false;
   }
-  json program = {{"device", "cpu"},
+  json program = {{"device", cuda ? "cuda" : "cpu"},
                   {"steps", steps},
                   {"outputs", exe.outputs_},
                   {"arena_bytes", exe.arena_bytes_},
@@ -319,12 +471,14 @@ bool LaunchCodec::encode(const LaunchExecutable &exe, std::string *out, std::str
 
 namespace artifact {
 
-bool encode_launches(const LaunchExecutable &exe, std::string *json_text, std::string *error) {
-  return LaunchCodec::encode(exe, json_text, error);
+bool encode_launches(const LaunchExecutable &exe, std::string *json_text, std::string *error,
+                     std::vector<CudaUnit> *cuda_units) {
+  return LaunchCodec::encode(exe, json_text, error, cuda_units);
 }
 
 std::shared_ptr<LaunchExecutable> decode_launches(const std::string &text, const Resolver &resolve,
-                                                  std::shared_ptr<const void> keep_alive, std::string *error) {
+                                                  std::shared_ptr<const void> keep_alive, std::string *error,
+                                                  const CudaModules *cuda_modules) {
   auto fail = [&](const std::string &what) {
     *error = "program: " + what;
     return nullptr;
@@ -336,17 +490,22 @@ std::shared_ptr<LaunchExecutable> decode_launches(const std::string &text, const
   const json *plan = steps ? member(program, "plan", &why) : nullptr;
   std::vector<int> outputs;
   int64_t arena = 0;
+  const bool dynamic = program.contains("dynamic");  // an instantiated template: the plan is the Builder's
+  if (dynamic && steps) plan = steps;
   if (!get_string(program, "device", &device, &why) || !steps || !plan || !expect_array(*steps, "steps", &why) ||
-      !get_slot_list(program, "outputs", &outputs, &why) || !get_int(program, "arena_bytes", &arena, &why))
+      !get_slot_list(program, "outputs", &outputs, &why) || (!dynamic && !get_int(program, "arena_bytes", &arena, &why)))
     return fail(why);
-  if (device != "cpu") return fail("device '" + device + "', this runtime runs CPU programs");
+  if (device != "cpu" && device != "cuda") return fail("device '" + device + "', this runtime runs CPU and CUDA programs");
+  if ((device == "cuda") != (cuda_modules != nullptr))
+    return fail("a " + device + " program in a " + (cuda_modules ? "CUDA" : "CPU") + " artifact");
   LaunchExecutable::Builder b;
+  if (cuda_modules) b.setDevice(Device(DeviceType::CUDA, 0));
   int64_t next_slot = 0;
   for (const json &step : *steps) {
     int64_t slot = -1;
     std::vector<int> made;
     why.clear();
-    if (!get_int(step, "slot", &slot, &why) || !replay_step(step, b, resolve, &made, &why))
+    if (!get_int(step, "slot", &slot, &why) || !replay_step(step, b, resolve, cuda_modules, &made, &why))
       return fail("step " + std::to_string(next_slot) + ": " + why);
     if (!b.error().empty()) return fail(b.error());
     if (made.empty() || slot != next_slot || made[0] != slot)
@@ -360,10 +519,115 @@ std::shared_ptr<LaunchExecutable> decode_launches(const std::string &text, const
   b.keepAlive(std::move(keep_alive));
   std::shared_ptr<LaunchExecutable> exe = b.finish(&why);
   if (!exe) return fail(why);
-  if (exe->arena_bytes() != arena || !plans_equal(*plan, exe->slot_plans()))
+  if (!dynamic && (exe->arena_bytes() != arena || !plans_equal(*plan, exe->slot_plans())))
     return fail("the memory plan differs from the exported one (arena " + std::to_string(exe->arena_bytes()) +
                 " bytes, exported " + std::to_string(arena) + "): the runtime's planner changed; export the model again");
   return exe;
+}
+
+namespace {
+
+/// Sizes of the dynamic dim the three programs were built at.
+struct FitSizes {
+  int64_t s0, s1, s2;
+  std::string str() const { return std::to_string(s0) + ", " + std::to_string(s1) + ", " + std::to_string(s2); }
+};
+
+bool fit_values(const json &v0, const json &v1, const json &v2, const FitSizes &z, const std::string &path, json *out,
+                std::string *error) {
+  if (v0 == v1 && v1 == v2) {
+    *out = v0;
+    return true;
+  }
+  if (v0.is_number_integer() && v1.is_number_integer() && v2.is_number_integer()) {
+    const int64_t d = v1.get<int64_t>() - v0.get<int64_t>(), b = d / (z.s1 - z.s0), a = v0.get<int64_t>() - b * z.s0;
+    if (d % (z.s1 - z.s0) == 0 && a + b * z.s2 == v2.get<int64_t>()) {
+      *out = json::object({{"s", json::array({a, b})}});
+      return true;
+    }
+    *error = path + " is " + v0.dump() + ", " + v1.dump() + ", " + v2.dump() + " at sizes " + z.str() +
+             ": not a + b s";
+    return false;
+  }
+  if (v0.is_object() && v1.is_object() && v2.is_object() && v0.size() == v1.size() && v1.size() == v2.size()) {
+    *out = json::object();
+    for (auto it = v0.begin(); it != v0.end(); ++it) {
+      if (!v1.contains(it.key()) || !v2.contains(it.key())) break;
+      json fitted;
+      if (!fit_values(*it, v1[it.key()], v2[it.key()], z, path + "." + it.key(), &fitted, error)) return false;
+      (*out)[it.key()] = std::move(fitted);
+    }
+    if (out->size() == v0.size()) return true;
+  }
+  if (v0.is_array() && v1.is_array() && v2.is_array() && v0.size() == v1.size() && v1.size() == v2.size()) {
+    *out = json::array();
+    for (size_t i = 0; i < v0.size(); ++i) {
+      json fitted;
+      if (!fit_values(v0[i], v1[i], v2[i], z, path + "[" + std::to_string(i) + "]", &fitted, error)) return false;
+      out->push_back(std::move(fitted));
+    }
+    return true;
+  }
+  *error = path + " differs between sizes " + z.str() + " (" +
+           v0.dump().substr(0, 60) + " vs " + v1.dump().substr(0, 60) + ")";
+  return false;
+}
+
+json instantiate_value(const json &v, int64_t s) {
+  if (v.is_object() && v.size() == 1 && v.contains("s") && v["s"].is_array() && v["s"].size() == 2 &&
+      v["s"][0].is_number_integer() && v["s"][1].is_number_integer()) {
+    int64_t bs = 0, value = 0;  // an overflow gives -1, which every size and slot check refuses
+    if (__builtin_mul_overflow(v["s"][1].get<int64_t>(), s, &bs) ||
+        __builtin_add_overflow(v["s"][0].get<int64_t>(), bs, &value))
+      return json(-1);
+    return json(value);
+  }
+  if (v.is_object()) {
+    json out = json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = instantiate_value(*it, s);
+    return out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    for (const json &x : v) out.push_back(instantiate_value(x, s));
+    return out;
+  }
+  return v;
+}
+
+} // namespace
+
+bool fit_dynamic_program(const std::vector<std::string> &programs, const std::vector<int64_t> &sizes,
+                         std::string *program_template, std::string *error) {
+  if (programs.size() != 3 || sizes.size() != 3 || sizes[0] == sizes[1] || sizes[0] == sizes[2] || sizes[1] == sizes[2]) {
+    *error = "fit_dynamic_program: expected the programs at three distinct sizes";
+    return false;
+  }
+  json j[3];
+  for (int i = 0; i < 3; ++i) {
+    j[i] = json::parse(programs[static_cast<size_t>(i)], nullptr, false);
+    if (!j[i].is_object()) {
+      *error = "fit_dynamic_program: program " + std::to_string(i) + " is not a JSON object";
+      return false;
+    }
+    j[i].erase("plan");
+    j[i].erase("arena_bytes");
+  }
+  json fitted;
+  if (!fit_values(j[0], j[1], j[2], FitSizes{sizes[0], sizes[1], sizes[2]}, "program", &fitted, error)) return false;
+  fitted["dynamic"] = true;
+  *program_template = fitted.dump(0);
+  return true;
+}
+
+bool instantiate_program(const std::string &program_template, int64_t s, std::string *program, std::string *error) {
+  json t = json::parse(program_template, nullptr, false);
+  if (!t.is_object() || !t.contains("dynamic")) {
+    *error = "program: not a shape-generic template";
+    return false;
+  }
+  *program = instantiate_value(t, s).dump(0);
+  return true;
 }
 
 bool program_symbols(const std::string &text, std::vector<std::string> *symbols, std::string *error) {

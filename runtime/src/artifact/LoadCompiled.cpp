@@ -3,14 +3,20 @@
 // weights, and run with the inputs checked against the guards.
 #include "kiln/load_compiled.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "artifact/ElfLoader.h"
 #include "kiln/runtime/Artifact.h"
 #include "kiln/runtime/LaunchExecutable.h"
+#include "kiln/runtime/Stream.h"
+#include "kiln/runtime/cuda/CompiledKernel.h"
+#include "kiln/runtime/cuda/CudaBackend.h"
 
 namespace kiln::runtime {
 
@@ -72,14 +78,34 @@ HostTensor to_host(const TensorView &v) {
   return t;
 }
 
-TensorView from_host(const void *data, DType dtype, const std::vector<int64_t> &sizes, size_t nbytes) {
+/// A contiguous copy of host bytes on `device` (`backend`: its backend; null: the CPU).
+TensorView from_host(const void *data, DType dtype, const std::vector<int64_t> &sizes, size_t nbytes,
+                     DeviceBackend *backend = nullptr, Device device = kCPU) {
   TensorView v;
-  v.buffer = Buffer::make(nbytes);
-  if (nbytes) std::memcpy(v.buffer->data(), data, nbytes);
+  if (backend) {
+    v.buffer = Buffer::make(std::max<size_t>(nbytes, 1), backend->allocator(device.index));
+    if (nbytes) backend->copy(v.buffer->data(), device, data, kCPU, nbytes);
+  } else {
+    v.buffer = Buffer::make(nbytes);
+    if (nbytes) std::memcpy(v.buffer->data(), data, nbytes);
+  }
   v.sizes = sizes;
   v.strides = contiguous_strides(sizes);
   v.dtype = dtype;
   return v;
+}
+
+/// A view on a device (`backend`'s) as a dense HostTensor: gathered on the
+/// device by copy_to_contiguous, then copied to the host.
+HostTensor device_to_host(const TensorView &v, DeviceBackend &backend, Device device) {
+  HostTensor t = HostTensor::zeros(static_cast<ElementType>(v.dtype), v.sizes);
+  if (t.data.empty()) return t;
+  auto dense = Buffer::make(t.data.size(), backend.allocator(device.index));
+  Stream &stream = backend.default_stream(device.index);
+  backend.copy_to_contiguous(v, dense->data(), stream);
+  stream.synchronize();
+  backend.copy(t.data.data(), kCPU, dense->data(), device, t.data.size());
+  return t;
 }
 
 std::vector<TensorSpec> specs_of(const std::vector<artifact::Guard> &guards) {
@@ -114,6 +140,46 @@ struct LoadedModel::State {
   std::shared_ptr<runtime::LaunchExecutable> exe;
   std::vector<runtime::TensorView> weights;
   int64_t weight_bytes = 0;
+  /// A CUDA artifact: the backend of CUDA device 0 (inputs, weights and
+  /// outputs are copied through it) and the translation units.
+  runtime::DeviceBackend *backend = nullptr;
+  Device device = kCPU;
+  std::string device_name = "cpu";
+  std::vector<std::shared_ptr<const runtime::cuda::CudaModule>> modules;
+  /// A shape-generic artifact: the program template and the executables
+  /// instantiated so far, per size of the dynamic dim.
+  std::string program_template;
+  int64_t example_size = -1;
+  mutable std::mutex mutex;
+  mutable std::map<int64_t, std::shared_ptr<runtime::LaunchExecutable>> by_size;
+
+  /// The launch list for `program` (JSON), kernels from the artifact's.
+  std::shared_ptr<runtime::LaunchExecutable> decode(const std::string &program, std::string *error) const {
+    auto resolve = [this](const std::string &symbol, bool split_rows, std::string *why) {
+      void *fn = object ? object->symbol("_mlir_" + symbol) : nullptr;
+      if (!fn) {
+        *why = "kernel '" + symbol + "' (_mlir_" + symbol + ") is not defined in the kernels section";
+        return runtime::KernelHandle{};
+      }
+      return runtime::KernelHandle::cpu(reinterpret_cast<runtime::PackedKernel>(fn), split_rows);
+    };
+    return runtime::artifact::decode_launches(program, resolve, object, error, backend ? &modules : nullptr);
+  }
+  /// The executable for size `size` of the dynamic dim (instantiated once).
+  std::shared_ptr<runtime::LaunchExecutable> exe_for(int64_t size) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = by_size.find(size);
+    if (it != by_size.end()) return it->second;
+    std::string program, error;
+    std::shared_ptr<runtime::LaunchExecutable> made;
+    if (runtime::artifact::instantiate_program(program_template, size, &program, &error)) made = decode(program, &error);
+    if (!made)
+      throw LoadError(name + ": run: the launch list for size " + std::to_string(size) + " of " +
+                      inputs[static_cast<size_t>(meta.dynamic_input)].name + " dim " + std::to_string(meta.dynamic_dim) +
+                      ": " + error);
+    by_size.emplace(size, made);
+    return made;
+  }
 };
 
 std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) const {
@@ -125,7 +191,16 @@ std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) 
   for (size_t i = 0; i < inputs.size(); ++i) {
     const HostTensor &x = inputs[i];
     const runtime::TensorSpec &g = s.inputs[i];
-    if (x.dtype != g.dtype || x.sizes != g.sizes)
+    if (static_cast<int>(i) == s.meta.dynamic_input && x.dtype == g.dtype && x.sizes.size() == g.sizes.size())
+      for (size_t d = 0; d < g.sizes.size(); ++d) {
+        const bool dynamic = static_cast<int>(d) == s.meta.dynamic_dim;
+        if (dynamic ? x.sizes[d] < 2 : x.sizes[d] != g.sizes[d])
+          throw LoadError(s.name + ": " + g.name + ": dim " + std::to_string(d) + ": expected size " +
+                          (dynamic ? std::string(">= 2 (dynamic)") : std::to_string(g.sizes[d])) + ", got " +
+                          std::to_string(x.sizes[d]) + " (" + runtime::element_type_name(g.dtype) + " " +
+                          runtime::sizes_str(g.sizes) + ", -1 = any size >= 2)");
+      }
+    else if (x.dtype != g.dtype || x.sizes != g.sizes)
       throw LoadError(s.name + ": " + g.name + ": expected " + runtime::element_type_name(g.dtype) + " " +
                       runtime::sizes_str(g.sizes) + ", got " + runtime::element_type_name(x.dtype) + " " +
                       runtime::sizes_str(x.sizes));
@@ -133,14 +208,21 @@ std::vector<HostTensor> LoadedModel::run(const std::vector<HostTensor> &inputs) 
     if (x.data.size() != nbytes)
       throw LoadError(s.name + ": " + g.name + ": holds " + std::to_string(x.data.size()) + " bytes, expected " +
                       std::to_string(nbytes) + " for " + runtime::sizes_str(x.sizes));
-    views.push_back(runtime::from_host(x.data.data(), static_cast<DType>(x.dtype), x.sizes, nbytes));
+    views.push_back(runtime::from_host(x.data.data(), static_cast<DType>(x.dtype), x.sizes, nbytes, s.backend, s.device));
   }
   views.insert(views.end(), s.weights.begin(), s.weights.end());
   std::string error;
-  std::vector<runtime::TensorView> results = s.exe->run(views, &error);
+  const std::shared_ptr<runtime::LaunchExecutable> exe =
+      s.meta.dynamic_input < 0 ? s.exe : s.exe_for(inputs[static_cast<size_t>(s.meta.dynamic_input)].sizes[static_cast<size_t>(s.meta.dynamic_dim)]);
+  std::vector<runtime::TensorView> results = exe->run(views, &error);
   if (!error.empty()) throw LoadError(s.name + ": run: " + error);
   std::vector<HostTensor> out;
-  for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k) out.push_back(runtime::to_host(results[k]));
+  try {
+    for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k)
+      out.push_back(s.backend ? runtime::device_to_host(results[k], *s.backend, s.device) : runtime::to_host(results[k]));
+  } catch (const std::exception &e) {
+    throw LoadError(s.name + ": run: copying the outputs from " + s.device.str() + ": " + e.what());
+  }
   return out;
 }
 
@@ -150,6 +232,7 @@ const std::string &LoadedModel::kiln_version() const { return state_->meta.kiln_
 const std::string &LoadedModel::model_name() const { return state_->meta.model; }
 const std::string &LoadedModel::target() const { return state_->meta.target; }
 const std::vector<std::string> &LoadedModel::cpu_features() const { return state_->meta.cpu_features; }
+const std::string &LoadedModel::device() const { return state_->device_name; }
 int64_t LoadedModel::arena_bytes() const { return state_->exe->arena_bytes(); }
 int64_t LoadedModel::weight_bytes() const { return state_->weight_bytes; }
 
@@ -166,9 +249,35 @@ void place_weights(LoadedModel::State &s, const std::string &safetensors) {
       if (e.name == name) found = &e;
     if (!found) throw LoadError(s.name + ": weights: tensor '" + name + "' is missing from the safetensors section");
     s.weights.push_back(runtime::from_host(safetensors.data() + found->begin, found->dtype, found->sizes,
-                                           static_cast<size_t>(found->end - found->begin)));
+                                           static_cast<size_t>(found->end - found->begin), s.backend, s.device));
     s.weight_bytes += static_cast<int64_t>(found->end - found->begin);
   }
+}
+
+/// A CUDA artifact: CUDA device 0's backend, and one CudaModule per
+/// translation unit, loaded on the device now (a GPU: the CUBIN for its arch,
+/// else the PTX; the simulator: the source through its host compiler), so a
+/// GPU without matching code fails the load, not the first run.
+void load_cuda_units(LoadedModel::State &s) {
+  s.device = Device(DeviceType::CUDA, 0);
+  s.device_name = s.device.str();
+  s.backend = runtime::find_backend(DeviceType::CUDA);
+  runtime::cuda::DeviceApi *api = s.backend && s.backend->device_count() > 0 ? runtime::cuda::device_api(0) : nullptr;
+  if (!api)
+    throw LoadError(s.name + ": the model was exported for CUDA and runs on cuda:0, but there is no CUDA device (" +
+                    runtime::backend_unavailable_reason(DeviceType::CUDA) +
+                    "; KILN_CUDA_SIM=1 runs it on the CUDA-on-CPU simulator)");
+  for (runtime::artifact::CudaUnit &u : s.meta.cuda_units) {
+    runtime::cuda::ModuleImages images{std::move(u.cubins), std::move(u.ptx), u.ptx_arch};
+    auto module = std::make_shared<const runtime::cuda::CudaModule>(std::move(u.source), u.kernel_names, std::move(images));
+    try {
+      module->function(*api, 0, 0);
+    } catch (const std::exception &e) {
+      throw LoadError(s.name + ": loading the CUDA kernels on cuda:0 (" + api->properties().name + "): " + e.what());
+    }
+    s.modules.push_back(std::move(module));
+  }
+  s.meta.cuda_units.clear();
 }
 
 /// KILN_LOG contains "load": one line per load with the phases' times.
@@ -199,22 +308,28 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
   ms[0] = ms_since(t);
   state->inputs = runtime::specs_of(state->meta.inputs);
   state->outputs = runtime::specs_of(state->meta.outputs);
-  if (!state->meta.kernels.empty()) {
+  const bool cuda = state->meta.target == runtime::artifact::kCudaTarget;
+  if (cuda) load_cuda_units(*state);
+  if (!state->meta.kernels.empty() && !cuda) {
     auto object = runtime::artifact::LoadedObject::load(state->meta.kernels, /*execute=*/true, &error);
     if (!object) throw LoadError(name + ": " + error);
     state->object = std::move(object);
   }
   ms[1] = ms_since(t);
-  auto object = state->object;
-  auto resolve = [&](const std::string &symbol, bool split_rows, std::string *why) {
-    void *fn = object ? object->symbol("_mlir_" + symbol) : nullptr;
-    if (!fn) {
-      *why = "kernel '" + symbol + "' (_mlir_" + symbol + ") is not defined in the kernels section";
-      return runtime::KernelHandle{};
-    }
-    return runtime::KernelHandle::cpu(reinterpret_cast<runtime::PackedKernel>(fn), split_rows);
-  };
-  state->exe = runtime::artifact::decode_launches(state->meta.program, resolve, object, &error);
+  if (state->meta.dynamic_input >= 0) {
+    // Shape-generic: instantiate the template at the example size now (a bad
+    // template fails the load), other sizes on their first run.
+    const size_t i = static_cast<size_t>(state->meta.dynamic_input), d = static_cast<size_t>(state->meta.dynamic_dim);
+    state->program_template = std::move(state->meta.program);
+    state->example_size = state->meta.inputs[i].sizes[d];
+    state->inputs[i].sizes[d] = -1;
+    std::string program;
+    if (runtime::artifact::instantiate_program(state->program_template, state->example_size, &program, &error))
+      state->exe = state->decode(program, &error);
+    if (state->exe) state->by_size.emplace(state->example_size, state->exe);
+  } else {
+    state->exe = state->decode(state->meta.program, &error);
+  }
   if (!state->exe) throw LoadError(name + ": " + error);
   ms[2] = ms_since(t);
   place_weights(*state, state->meta.safetensors);

@@ -7,7 +7,7 @@
 // Each --input is the raw bytes (row-major, little-endian) of one input, in
 // guard order, whose dtype and sizes are the artifact's (a byte count that
 // does not match them is an error; a wrong size is reported by the guard
-// check). Output k is written to DIR/output-<k>.bin. Prints one JSON line:
+// check; a dynamic dim takes the size the byte count gives). Output k is written to DIR/output-<k>.bin. Prints one JSON line:
 // {"load_seconds": ..., "first_run_seconds": ..., "outputs": N}. Exit status
 // 1 with the error on stderr when loading or running fails, 2 on bad usage.
 #include <chrono>
@@ -55,9 +55,9 @@ int main(int argc, char **argv) {
     kiln::LoadedModel model = kiln::load_compiled(model_path);
     const auto loaded = std::chrono::steady_clock::now();
     if (info) {
-      std::printf("%s: model %s, Kiln %s, target %s, %zu inputs, %zu outputs, arena %lld bytes, weights %lld bytes\n",
+      std::printf("%s: model %s, Kiln %s, target %s (runs on %s), %zu inputs, %zu outputs, arena %lld bytes, weights %lld bytes\n",
                   model_path.c_str(), model.model_name().c_str(), model.kiln_version().c_str(), model.target().c_str(),
-                  model.inputs().size(), model.outputs().size(), static_cast<long long>(model.arena_bytes()),
+                  model.device().c_str(), model.inputs().size(), model.outputs().size(), static_cast<long long>(model.arena_bytes()),
                   static_cast<long long>(model.weight_bytes()));
       for (const auto &spec : model.inputs()) {
         std::printf("  %s: %s [", spec.name.c_str(), kiln::runtime::element_type_name(spec.dtype));
@@ -73,6 +73,13 @@ int main(int argc, char **argv) {
       x.dtype = k < model.inputs().size() ? model.inputs()[k].dtype : kiln::runtime::ElementType::Float32;
       x.sizes = k < model.inputs().size() ? model.inputs()[k].sizes : std::vector<int64_t>{};
       const size_t item = kiln::runtime::element_size(x.dtype);
+      // A dynamic dim (-1) takes the size the file's byte count gives.
+      int64_t rest = static_cast<int64_t>(item);
+      int dynamic = -1;
+      for (size_t d = 0; d < x.sizes.size(); ++d)
+        if (x.sizes[d] < 0) dynamic = static_cast<int>(d);
+        else rest *= x.sizes[d];
+      if (dynamic >= 0 && rest > 0) x.sizes[static_cast<size_t>(dynamic)] = static_cast<int64_t>(bytes.size()) / rest;
       if (static_cast<int64_t>(bytes.size()) != x.numel() * static_cast<int64_t>(item))  // a 1-d tensor of what the file holds
         x.sizes = {static_cast<int64_t>(bytes.size() / item)};
       x.data.assign(bytes.begin(), bytes.end());

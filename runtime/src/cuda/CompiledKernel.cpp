@@ -2,17 +2,53 @@
 // the module loaded once per device, and one launch's argument list.
 #include "kiln/runtime/cuda/CompiledKernel.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 namespace kiln::runtime::cuda {
 
+const std::string &choose_module_image(const ModuleImages &images, int device_arch, const std::string &what) {
+  const std::string want = "sm_" + std::to_string(device_arch);
+  for (const auto &[arch, cubin] : images.cubins)
+    if (arch == want)
+      return cubin;
+  const int ptx_arch = images.ptx_arch.rfind("compute_", 0) == 0 ? std::atoi(images.ptx_arch.c_str() + 8) : 0;
+  if (!images.ptx.empty() && ptx_arch > 0 && ptx_arch <= device_arch)
+    return images.ptx;
+  std::string present;
+  for (const auto &[arch, cubin] : images.cubins)
+    present += (present.empty() ? "" : ", ") + arch;
+  if (!images.ptx.empty())
+    present += (present.empty() ? "" : ", ") + images.ptx_arch + " (PTX)";
+  throw std::runtime_error(what + ": no device code for this GPU (" + want + "): the artifact has " +
+                           (present.empty() ? std::string("none") : present) +
+                           "; export it with cuda_archs including \"" + want + "\"");
+}
+
+int64_t GridRule::blocks(const std::vector<int64_t> &class_sizes) const {
+  int64_t work = static_work;
+  for (int c : work_classes)
+    work *= c >= 0 && c < static_cast<int>(class_sizes.size()) ? class_sizes[static_cast<size_t>(c)] : 1;
+  const int64_t per_block = std::max<int64_t>(work_per_block, 1);
+  return std::max<int64_t>(1, std::min((work + per_block - 1) / per_block, max_blocks));
+}
+
 const KernelFunction &CudaModule::function(DeviceApi &api, int device, size_t k) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = loaded_.find(device);
-  if (it == loaded_.end())
-    it = loaded_.emplace(device, api.load_kernels(source_, names_)).first;
+  if (it == loaded_.end()) {
+    if (images_ && !api.properties().host_accessible) {
+      const DeviceProperties p = api.properties();
+      const std::string what = "kernels " + (names_.empty() ? std::string("(none)") : names_.front()) + "...";
+      it = loaded_.emplace(device, api.load_module_image(choose_module_image(*images_, p.major * 10 + p.minor, what),
+                                                         names_)).first;
+    } else {
+      it = loaded_.emplace(device, api.load_kernels(source_, names_)).first;
+    }
+  }
   return it->second.at(k);
 }
 

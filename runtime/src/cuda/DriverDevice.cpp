@@ -162,9 +162,13 @@ public:
     src.kernel_names = kernel_names;
     src.file_name = (kernel_names.empty() ? std::string("kiln_kernels") : kernel_names.front()) + ".cu";
     const CompiledModule compiled = nvrtc_.compile(src, arch_);
+    return load_module_image(compiled.binary, kernel_names);
+  }
+  std::vector<KernelFunction> load_module_image(const std::string &image,
+                                                const std::vector<std::string> &kernel_names) override {
     set_current();
     CUmodule module = nullptr;
-    check(cu_.cuModuleLoadData(&module, compiled.binary.data()), "cuModuleLoadData");
+    check(cu_.cuModuleLoadData(&module, image.data()), "cuModuleLoadData");
     const DriverSymbols *cu = &cu_;
     std::shared_ptr<const void> owner(module, [cu](const void *m) {
       cu->cuModuleUnload(static_cast<CUmodule>(const_cast<void *>(m)));

@@ -136,7 +136,10 @@ void NvrtcCompiler::remember(const CompiledModule &module) {
 }
 
 CompiledModule NvrtcCompiler::compile(const KernelSource &source, int device_arch) {
-  CompileTarget target = choose_compile_target(device_arch);
+  return compile_for(source, choose_compile_target(device_arch));
+}
+
+CompiledModule NvrtcCompiler::compile_for(const KernelSource &source, const CompileTarget &target) {
   std::string key = key_for(source, target);
   if (std::optional<CompiledModule> hit = find_in_memory(key)) {
     count(mutex_, stats_, NvrtcCacheStats{/*memory_hits=*/1});

@@ -18,15 +18,31 @@
 namespace kiln::runtime {
 
 class LaunchExecutable;
+namespace cuda {
+class CudaModule;
+}
 
 namespace artifact {
 
-/// The container format version this build writes and reads.
-inline constexpr uint32_t kFormatVersion = 1;
+/// The container format version this build writes (2: CUDA artifacts).
+inline constexpr uint32_t kFormatVersion = 2;
+/// The oldest version it reads (1: CPU only, the same container).
+inline constexpr uint32_t kOldestFormatVersion = 1;
 /// First 8 bytes of every artifact.
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'E', 'X', 'P', '\0'};
-/// The target every artifact of this build names (object code for it).
+/// The target of CPU artifacts (x86-64 object code).
 inline constexpr const char *kTarget = "x86_64-linux";
+/// The target of CUDA artifacts (CUBIN, PTX and CUDA C; run on CUDA device 0).
+inline constexpr const char *kCudaTarget = "cuda";
+
+/// One CUDA translation unit of a CUDA artifact (sections `cuda` and `cudabin`).
+struct CudaUnit {
+  std::vector<std::string> kernel_names;  ///< the extern "C" kernels, in CompiledKernel::index order
+  std::string source;                     ///< the CUDA C (prelude + kernels): the simulator's input, last resort
+  std::string ptx_arch;                   ///< "compute_90", or empty without PTX
+  std::string ptx;                        ///< NVRTC's PTX (NUL included)
+  std::vector<std::pair<std::string, std::string>> cubins;  ///< ("sm_90", CUBIN bytes), in cuda_archs order
+};
 
 /// One input or output guard: dtype and static sizes.
 struct Guard {
@@ -46,6 +62,12 @@ struct Contents {
   std::string program;                    ///< the launch list + memory plan (encode_launches), JSON
   std::string kernels;                    ///< ELF relocatable (x86-64) with `_mlir_<symbol>` kernels; may be empty
   std::string safetensors;                ///< the weights file (safetensors, kiln::save's layout)
+  std::vector<CudaUnit> cuda_units;       ///< target "cuda" only: the device code, per translation unit
+  /// The dynamic dim (ExportOptions::dynamic_dims), or -1/-1: `program` is
+  /// then a template (fit_dynamic_program) and inputs[dynamic_input].sizes
+  /// holds -1 at dynamic_dim (any size >= 2).
+  int dynamic_input = -1, dynamic_dim = -1;
+  uint32_t format_version = kFormatVersion;  ///< what write_artifact writes (tests write old versions)
 };
 
 /// The artifact's bytes: header, section table, sections (64-byte aligned),
@@ -67,14 +89,33 @@ std::vector<std::string> host_cpu_features();
 
 /// The executable as data (JSON, deterministic): slots, steps (inputs,
 /// constants, launches in order; kernels by library symbol), outputs and the
-/// memory plan. False when it cannot be exported (a non-CPU device).
-bool encode_launches(const LaunchExecutable &exe, std::string *json, std::string *error);
+/// memory plan. A CUDA executable's kernel steps also carry their CUDA
+/// launch (translation unit, index, parameters, grid rule, block), and its
+/// translation units (source and kernel names, in first-use order) go to
+/// `cuda_units` (required then). False when it cannot be exported (a device
+/// other than the CPU or CUDA device 0).
+bool encode_launches(const LaunchExecutable &exe, std::string *json, std::string *error,
+                     std::vector<CudaUnit> *cuda_units = nullptr);
 /// Rebuilds an executable from encode_launches' JSON, kernels resolved by
-/// symbol through `resolve` (null: error). The memory plan is recomputed by
+/// symbol through `resolve` (null: error); a CUDA program's kernels are
+/// built from their steps over `cuda_modules` (cuda::CudaModule per
+/// translation unit, in CudaUnit order; required for a CUDA program). The memory plan is recomputed by
 /// the Builder and checked against the encoded one.
 std::shared_ptr<LaunchExecutable> decode_launches(const std::string &json,
                                                   const std::function<KernelHandle(const std::string &symbol, bool split_rows, std::string *error)> &resolve,
-                                                  std::shared_ptr<const void> keep_alive, std::string *error);
+                                                  std::shared_ptr<const void> keep_alive, std::string *error,
+                                                  const std::vector<std::shared_ptr<const cuda::CudaModule>> *cuda_modules = nullptr);
+/// A shape-generic program from encode_launches' programs at three distinct
+/// sizes of one dim (`sizes`): every number that differs becomes
+/// {"s": [a, b]} (a + b s, integers), fitted on the first two and checked
+/// on the third; the memory plan is dropped (the Builder recomputes it per size).
+/// False with the JSON path of the first value that is not affine in s or
+/// of a string that differs.
+bool fit_dynamic_program(const std::vector<std::string> &programs, const std::vector<int64_t> &sizes,
+                         std::string *program_template, std::string *error);
+/// The program of a fit_dynamic_program template at size `s`.
+bool instantiate_program(const std::string &program_template, int64_t s, std::string *program, std::string *error);
+
 /// The kernel symbols an encoded program launches (sorted, unique).
 bool program_symbols(const std::string &json, std::vector<std::string> *symbols, std::string *error);
 

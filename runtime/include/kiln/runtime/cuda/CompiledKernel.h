@@ -31,6 +31,22 @@
 
 namespace kiln::runtime::cuda {
 
+/// Prebuilt device code of one translation unit (an exported model's, FORMAT.md):
+/// CUBINs by architecture ("sm_90") and PTX (`ptx_arch` "compute_90") that
+/// the driver JITs for a newer GPU. The source stays the last resort and what
+/// the simulator compiles.
+struct ModuleImages {
+  std::vector<std::pair<std::string, std::string>> cubins; ///< (arch "sm_XX", CUBIN bytes), ascending arch
+  std::string ptx;                                          ///< PTX text (NUL included), or empty
+  std::string ptx_arch;                                     ///< "compute_XX" of `ptx`
+};
+
+/// The image of `images` for a GPU of compute capability `device_arch`
+/// (major * 10 + minor): the CUBIN "sm_<device_arch>", else the PTX when its
+/// arch is not newer than the device (the driver JITs it). Throws
+/// std::runtime_error naming the archs present and the device's otherwise.
+const std::string &choose_module_image(const ModuleImages &images, int device_arch, const std::string &what);
+
 /// The CUDA C of one compiled graph's kernels and their loaded functions per
 /// device index.
 class CudaModule {
@@ -40,6 +56,12 @@ public:
   /// `kernel_names`: the kernels to resolve, in order.
   CudaModule(std::string source, std::vector<std::string> kernel_names)
       : source_(std::move(source)), names_(std::move(kernel_names)) {}
+  /// A module with prebuilt device code: a GPU loads the image matching it
+  /// (choose_module_image, DeviceApi::load_module_image), a host-accessible
+  /// device (the simulator) compiles `source`.
+  CudaModule(std::string source, std::vector<std::string> kernel_names, ModuleImages images)
+      : source_(std::move(source)), names_(std::move(kernel_names)),
+        images_(std::make_shared<const ModuleImages>(std::move(images))) {}
 
   /// Kernel `k` (an index into kernel_names()) loaded on `device` through
   /// `api` (compiled and loaded on the first call per device; later calls
@@ -53,6 +75,7 @@ public:
 private:
   std::string source_;
   std::vector<std::string> names_;
+  std::shared_ptr<const ModuleImages> images_; ///< null: compile `source_` on every device
   mutable std::mutex mutex_;
   mutable std::map<int, std::vector<KernelFunction>> loaded_; ///< device index -> functions in name order
 };
@@ -71,6 +94,17 @@ struct KernelArgSource {
   int index = 0;
   int dim = 0;
   double value = 0.0;
+};
+
+/// gridDim.x of a kernel as data (codegen/cuda's LaunchRule::gridBlocks, so
+/// an exported launch needs no codegen): clamp(ceil(work / work_per_block),
+/// 1, max_blocks), work = static_work x the sizes of `work_classes`.
+struct GridRule {
+  int64_t static_work = 1;
+  int64_t work_per_block = 1;
+  int64_t max_blocks = 65536;
+  std::vector<int> work_classes;
+  int64_t blocks(const std::vector<int64_t> &class_sizes) const;
 };
 
 /// A GEMM's fused epilogue (cuBLASLt's cublasLtEpilogue_t values): what is
@@ -111,6 +145,8 @@ struct CompiledKernel {
   std::vector<std::pair<int, int>> size_sources;
   /// gridDim.x for the size classes' sizes (codegen's LaunchRule::gridBlocks).
   std::function<int64_t(const std::vector<int64_t> &class_sizes)> grid_blocks;
+  /// The rule grid_blocks computes, as data (what an exported launch stores).
+  GridRule grid_rule;
   uint32_t block_threads = 256;
   size_t dynamic_shared_bytes = 0;
 

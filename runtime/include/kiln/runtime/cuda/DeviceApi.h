@@ -100,6 +100,16 @@ public:
   /// Throws std::runtime_error with the compiler's log on failure.
   virtual std::vector<KernelFunction> load_kernels(const std::string &source,
                                                    const std::vector<std::string> &kernel_names) = 0;
+  /// Loads a prebuilt image (a CUBIN, or NUL-terminated PTX that the driver
+  /// JITs: cuModuleLoadData) and returns `kernel_names`' functions in order.
+  /// Devices without a driver (the simulator, test doubles) keep this
+  /// default, which throws std::runtime_error: they compile the source.
+  virtual std::vector<KernelFunction> load_module_image(const std::string &image,
+                                                        const std::vector<std::string> &kernel_names) {
+    (void)image;
+    throw std::runtime_error(properties().name + " cannot load a CUBIN or PTX image (" +
+                             std::to_string(kernel_names.size()) + " kernels); it compiles CUDA C source");
+  }
   /// Launches `fn` on `grid` x `block` threads with `shared_bytes` of
   /// dynamic shared memory, ordered on `stream`; args[i] points at the
   /// value of parameter i (cuLaunchKernel's convention). Throws

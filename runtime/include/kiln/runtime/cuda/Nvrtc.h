@@ -145,6 +145,9 @@ public:
   /// CudaError when NVRTC is missing, and on a compile error with NVRTC's
   /// log and the failing source line ("kiln_kernels.cu line 3: int x = ;").
   CompiledModule compile(const KernelSource &source, int device_arch = kDefaultCudaArch);
+  /// The same for an explicit target: a CUBIN for sm_XX or PTX for
+  /// compute_XX (what kiln::export_compiled stores for each named arch).
+  CompiledModule compile_for(const KernelSource &source, const CompileTarget &target);
 
   /// Compiles `sources` on up to `threads` threads; results in input order,
   /// identical to compiling one by one. The first failure (in input order)
