@@ -33,25 +33,6 @@
 #include "models/harness.h"
 #include "models/zoo_common.h"
 
-namespace kiln::zoo {
-// The zoo's model files register here (harness.cpp has its own main).
-bool register_model(ModelSpec spec) {
-  const std::string name = spec.name;
-  model_registry<ModelSpec>().emplace(name, std::move(spec));
-  return true;
-}
-Tensor classification_loss(const Tensor &output, const Tensor &target) {
-  return nn::functional::cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}),
-                                       nn::functional::Reduction::Mean, /*ignore_index=*/-100);
-}
-Tensor random_labels(const Shape &shape, int64_t classes) {
-  std::vector<float> u = rand(shape).to_vector<float>();
-  std::vector<int64_t> labels(u.size());
-  for (size_t i = 0; i < u.size(); ++i)
-    labels[i] = std::min<int64_t>(classes - 1, static_cast<int64_t>(u[i] * static_cast<float>(classes)));
-  return tensor(labels, shape);
-}
-} // namespace kiln::zoo
 
 namespace {
 

@@ -215,28 +215,6 @@ json context_report() {
 
 }  // namespace
 
-Tensor classification_loss(const Tensor &output, const Tensor &target) {
-  return nn::functional::cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}),
-                                       nn::functional::Reduction::Mean, /*ignore_index=*/-100);
-}
-
-Tensor random_labels(const Shape &shape, int64_t classes) {
-  std::vector<float> u = rand(shape).to_vector<float>();
-  std::vector<int64_t> labels(u.size());
-  for (size_t i = 0; i < u.size(); ++i)
-    labels[i] = std::min<int64_t>(classes - 1, static_cast<int64_t>(u[i] * static_cast<float>(classes)));
-  return tensor(labels, shape);
-}
-
-bool register_model(ModelSpec spec) {
-  KILN_CHECK(!spec.name.empty(), "kiln::zoo::register_model: the model needs a name");
-  KILN_CHECK(!registry().count(spec.name), "kiln::zoo::register_model: a model named '", spec.name,
-             "' is registered already");
-  const std::string name = spec.name;
-  registry().emplace(name, std::move(spec));
-  return true;
-}
-
 int zoo_main(int argc, char **argv) {
   const Args args = parse_args(argc, argv, "kiln-zoo", model_names());
   if (args.device == "cuda-sim") ::setenv("KILN_CUDA_SIM", "1", 1);  // before the first CUDA call
