@@ -7,6 +7,7 @@
 // Files found by fuzzing (crash-*, named after the bug) live beside these
 // and are not written here.
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -233,7 +234,11 @@ void digits_seeds(const fs::path &digits_gz) {
 
 /// Exported models (kiln::export_compiled): a Linear(4, 3) and a tiny
 /// Linear-ReLU-Linear, as the file on disk (mode byte 0) and with the
-/// checksum fixed by the target (mode byte 1), plus truncated and foreign files.
+/// checksum fixed by the target (mode byte 1), plus truncated and foreign
+/// files; the MLP with a dynamic batch (the launch-list template); a
+/// Linear-LayerNorm exported for CUDA on the simulator (sections cuda and
+/// cudabin: an sm_90 CUBIN, PTX and the source; its load stops at "no CUDA
+/// device" in the fuzzer, after the container and CUDA index are parsed).
 void artifact_seeds() {
   kiln::manual_seed(0);
   const fs::path tmp = fs::temp_directory_path() / "kiln-artifact-seed.kiln";
@@ -244,6 +249,16 @@ void artifact_seeds() {
       std::make_shared<kiln::nn::Linear>(4, 8), std::make_shared<kiln::nn::ReLU>(), std::make_shared<kiln::nn::Linear>(8, 2)});
   kiln::export_compiled(mlp, {kiln::randn({3, 4})}, tmp.string());
   const std::string two = read(tmp);
+  kiln::ExportOptions dynamic;
+  dynamic.dynamic_dims[0] = {0};
+  kiln::export_compiled(mlp, {kiln::randn({3, 4})}, tmp.string(), dynamic);
+  const std::string three = read(tmp);
+  auto norm = std::make_shared<kiln::nn::Sequential>(std::initializer_list<std::shared_ptr<kiln::nn::Module>>{
+      std::make_shared<kiln::nn::Linear>(4, 8), std::make_shared<kiln::nn::LayerNorm>(kiln::Shape{8})});
+  const kiln::Device cuda(kiln::DeviceType::CUDA, 0);
+  norm->to(cuda);
+  kiln::export_compiled(norm, {kiln::randn({3, 4}).to(cuda)}, tmp.string());
+  const std::string four = read(tmp);
   fs::remove(tmp);
   write("artifact", "linear.bin", std::string(1, '\0') + one);
   write("artifact", "linear-fixed.bin", std::string(1, '\1') + one);
@@ -251,6 +266,8 @@ void artifact_seeds() {
   write("artifact", "truncated.bin", std::string(1, '\0') + one.substr(0, one.size() / 2));
   write("artifact", "magic-only.bin", std::string(1, '\0') + one.substr(0, 8));
   write("artifact", "empty.bin", std::string(1, '\1'));
+  write("artifact", "mlp-dynamic-fixed.bin", std::string(1, '\1') + three);
+  write("artifact", "cuda-layernorm-fixed.bin", std::string(1, '\1') + four);
 }
 
 int main(int argc, char **argv) {
@@ -259,6 +276,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_root = argv[1];
+  ::setenv("KILN_CUDA_SIM", "1", 1); // the CUDA artifact seed is exported on the simulator
   const fs::path source = KILN_SOURCE_DIR;
   safetensors_seeds();
   checkpoint_seeds();
