@@ -140,6 +140,20 @@ TEST(PtxasLog, ParsesTheCapturedNvrtc13Report) {
   EXPECT_EQ(kernels[2].shared_bytes, 256);
 }
 
+/// parse_arch_name inverts CompileTarget::arch_name and refuses other names
+/// (artifact sections and ExportOptions::cuda_archs are read with it).
+TEST(CompileTarget, ArchNamesParseBackToTheirTarget) {
+  using cuda::BinaryKind, cuda::CompileTarget, cuda::parse_arch_name;
+  for (const CompileTarget &t : {CompileTarget{BinaryKind::Cubin, 90}, CompileTarget{BinaryKind::Ptx, 121}}) {
+    const std::optional<CompileTarget> back = parse_arch_name(t.arch_name());
+    ASSERT_TRUE(back) << t.arch_name();
+    EXPECT_EQ(back->kind, t.kind);
+    EXPECT_EQ(back->arch, t.arch);
+  }
+  for (const char *bad : {"", "sm_", "compute_", "sm_9a", "sm_12345", "gfx90", "SM_90", "sm90", "compute_-1"})
+    EXPECT_FALSE(parse_arch_name(bad)) << bad;
+}
+
 TEST_F(Nvrtc, SupportsSm90AndReportsVersion13) {
   std::vector<int> archs = cuda::nvrtc_supported_archs();
   EXPECT_TRUE(std::binary_search(archs.begin(), archs.end(), 90));

@@ -70,14 +70,6 @@ runtime::artifact::Guard guard_of(const std::string &name, const runtime::Tensor
   return runtime::artifact::Guard{name, v.dtype, v.sizes};
 }
 
-/// The number of an arch name "sm_90" / "compute_90" (0 when it is not one).
-int arch_number(const std::string &name, const std::string &prefix) {
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
-  for (size_t i = prefix.size(); i < name.size(); ++i)
-    if (name[i] < '0' || name[i] > '9') return 0;
-  return std::atoi(name.c_str() + prefix.size());
-}
-
 /// NVRTC's CUBIN for each of `archs` and PTX for the lowest, per unit
 /// (compiled through the process's NVRTC compiler and its disk cache; NVRTC's
 /// output is deterministic).
@@ -92,7 +84,8 @@ void compile_cuda_units(const std::string &model, const ExportOptions &options,
   const std::vector<int> supported = rc::nvrtc_supported_archs();
   int lowest = 0;
   for (const std::string &arch : options.cuda_archs) {
-    const int n = arch_number(arch, "sm_");
+    const std::optional<rc::CompileTarget> target = rc::parse_arch_name(arch);
+    const int n = target && target->kind == rc::BinaryKind::Cubin ? target->arch : 0;
     KILN_CHECK(n > 0 && std::find(supported.begin(), supported.end(), n) != supported.end(),
                "kiln::export_compiled: ", model, ": cuda_archs has '", arch,
                "', expected an sm_XX that this NVRTC compiles (sm_", supported.empty() ? 0 : supported.front(),
@@ -105,7 +98,7 @@ void compile_cuda_units(const std::string &model, const ExportOptions &options,
     rc::KernelSource source{unit.source, unit.kernel_names, "kiln_export_" + std::to_string(u) + ".cu"};
     try {
       for (const std::string &arch : options.cuda_archs)
-        unit.cubins.emplace_back(arch, nvrtc.compile_for(source, rc::CompileTarget{rc::BinaryKind::Cubin, arch_number(arch, "sm_")}).binary);
+        unit.cubins.emplace_back(arch, nvrtc.compile_for(source, *rc::parse_arch_name(arch)).binary);
       if (options.cuda_ptx) {
         const rc::CompileTarget ptx{rc::BinaryKind::Ptx, lowest};
         unit.ptx = nvrtc.compile_for(source, ptx).binary;

@@ -8,6 +8,7 @@
 
 #include "artifact/Json.h"
 #include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/cuda/Nvrtc.h" // parse_arch_name
 
 namespace kiln::runtime::artifact {
 namespace {
@@ -175,13 +176,10 @@ bool get_blob(const json &j, const char *key, const std::string &bin, std::strin
   return true;
 }
 
-/// An arch name "sm_XX" / "compute_XX" (XX digits).
-bool arch_ok(const std::string &arch, const char *prefix) {
-  const size_t n = std::strlen(prefix);
-  if (arch.size() <= n || arch.size() > n + 4 || arch.compare(0, n, prefix) != 0) return false;
-  for (size_t i = n; i < arch.size(); ++i)
-    if (arch[i] < '0' || arch[i] > '9') return false;
-  return true;
+/// An arch name "sm_XX" (`kind` Cubin) or "compute_XX" (Ptx).
+bool arch_ok(const std::string &arch, runtime::cuda::BinaryKind kind) {
+  const auto target = runtime::cuda::parse_arch_name(arch);
+  return target && target->kind == kind;
 }
 
 bool read_cuda_sections(const std::string &index, const std::string &bin, std::vector<CudaUnit> *units,
@@ -203,7 +201,7 @@ bool read_cuda_sections(const std::string &index, const std::string &bin, std::v
     for (const json &c : *cubins) {
       std::string arch, image;
       if (!get_string(c, "arch", &arch, error) || !get_blob(c, "range", bin, &image, what + " " + arch, error)) return false;
-      if (!arch_ok(arch, "sm_") || image.empty()) {
+      if (!arch_ok(arch, runtime::cuda::BinaryKind::Cubin) || image.empty()) {
         *error = "section 'cuda': " + what + ": bad CUBIN entry '" + arch + "' (" + std::to_string(image.size()) + " bytes)";
         return false;
       }
@@ -214,7 +212,7 @@ bool read_cuda_sections(const std::string &index, const std::string &bin, std::v
       if (!get_string(p, "arch", &unit.ptx_arch, error) ||
           !get_blob(p, "range", bin, &unit.ptx, what + " PTX", error))
         return false;
-      if (!arch_ok(unit.ptx_arch, "compute_") || unit.ptx.empty() || unit.ptx.back() != '\0') {
+      if (!arch_ok(unit.ptx_arch, runtime::cuda::BinaryKind::Ptx) || unit.ptx.empty() || unit.ptx.back() != '\0') {
         *error = "section 'cuda': " + what + ": bad PTX entry '" + unit.ptx_arch + "'";
         return false;
       }

@@ -2,6 +2,8 @@
 // the module loaded once per device, and one launch's argument list.
 #include "kiln/runtime/cuda/CompiledKernel.h"
 
+#include "kiln/runtime/cuda/Nvrtc.h" // parse_arch_name
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -15,7 +17,8 @@ const std::string &choose_module_image(const ModuleImages &images, int device_ar
   for (const auto &[arch, cubin] : images.cubins)
     if (arch == want)
       return cubin;
-  const int ptx_arch = images.ptx_arch.rfind("compute_", 0) == 0 ? std::atoi(images.ptx_arch.c_str() + 8) : 0;
+  const std::optional<CompileTarget> ptx_target = parse_arch_name(images.ptx_arch);
+  const int ptx_arch = ptx_target && ptx_target->kind == BinaryKind::Ptx ? ptx_target->arch : 0;
   if (!images.ptx.empty() && ptx_arch > 0 && ptx_arch <= device_arch)
     return images.ptx;
   std::string present;

@@ -134,6 +134,19 @@ std::string CompileTarget::arch_name() const {
   return (kind == BinaryKind::Cubin ? "sm_" : "compute_") + std::to_string(arch);
 }
 
+std::optional<CompileTarget> parse_arch_name(const std::string &name) {
+  for (BinaryKind kind : {BinaryKind::Cubin, BinaryKind::Ptx}) {
+    const std::string prefix = kind == BinaryKind::Cubin ? "sm_" : "compute_";
+    const size_t n = prefix.size();
+    if (name.size() <= n || name.size() > n + 4 || name.compare(0, n, prefix) != 0)
+      continue;
+    if (!std::all_of(name.begin() + static_cast<std::ptrdiff_t>(n), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    return CompileTarget{kind, std::stoi(name.substr(n))};
+  }
+  return std::nullopt;
+}
+
 CompileTarget choose_compile_target(int device_arch) {
   std::vector<int> archs = nvrtc_supported_archs();
   if (std::binary_search(archs.begin(), archs.end(), device_arch))

@@ -74,6 +74,11 @@ struct CompileTarget {
   std::string arch_name() const;
 };
 
+/// The target an arch name names, the inverse of CompileTarget::arch_name:
+/// "sm_90" a CUBIN, "compute_90" PTX (1 to 4 digits); nullopt for any other
+/// string.
+std::optional<CompileTarget> parse_arch_name(const std::string &name);
+
 /// Chooses the target for a device of compute capability `device_arch`
 /// (major * 10 + minor). Throws CudaError when it is older than every arch
 /// NVRTC supports (NVRTC 13: sm_70 and older).
