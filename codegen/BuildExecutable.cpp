@@ -29,15 +29,6 @@ std::string typeString(Type type) {
   return os.str();
 }
 
-/// Bytes of a statically shaped tensor value (0 for anything else).
-int64_t valueBytes(Value v) {
-  auto tensor = dyn_cast<RankedTensorType>(v.getType());
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  auto dtype = dtypeOf(tensor.getElementType());
-  return succeeded(dtype) ? tensor.getNumElements() * static_cast<int64_t>(itemsize(*dtype)) : 0;
-}
-
 /// FLOPs of a kiln.fusion's body (kiln/passes/FlopCount.h, op by op).
 int64_t bodyFlops(ir::FusionOp fusion) {
   int64_t flops = 0;
@@ -67,9 +58,9 @@ LaunchInfo launchOf(LaunchInfo::Kind kind, std::string name, Operation *op, bool
   info.name = std::move(name);
   info.backward = backward;
   for (Value v : op->getOperands())
-    info.bytes_read += valueBytes(v);
+    info.bytes_read += passes::valueBytes(v);
   for (Value v : op->getResults())
-    info.bytes_written += valueBytes(v);
+    info.bytes_written += passes::valueBytes(v);
   info.flops = passes::opFlops(op);
   if (auto tensor = dyn_cast<RankedTensorType>(op->getResult(0).getType()))
     if (auto dtype = dtypeOf(tensor.getElementType()); succeeded(dtype))
@@ -126,8 +117,8 @@ public:
       FailureOr<GemmEpilogueMatch> match = matchGemmEpilogue(fusion);
       if (failed(match))
         return;
-      auto type = cast<RankedTensorType>(match->matmul.getType());
-      runtime::KernelHandle kernel = target.gemmEpilogueKernel(match->kind, type.getDimSize(0), type.getDimSize(1));
+      const int64_t n = cast<RankedTensorType>(match->matmul.getType()).getDimSize(1);
+      runtime::KernelHandle kernel = target.gemmEpilogueKernel(match->kind, n);
       if (!kernel)
         return;
       epilogues_[fusion.getOperation()] = {*match, kernel};
@@ -358,10 +349,10 @@ private:
     for (auto [r, slot] : llvm::zip(results, out))
       slots[r] = slot;
     LaunchInfo gemm = launchOf(LaunchInfo::Kind::Gemm, name, match.matmul, backward_);
-    gemm.bytes_read += valueBytes(match.operand);
+    gemm.bytes_read += passes::valueBytes(match.operand);
     gemm.bytes_written = 0;
     for (Value r : results)
-      gemm.bytes_written += valueBytes(r);
+      gemm.bytes_written += passes::valueBytes(r);
     gemm.flops += bodyFlops(fusion);
     note(std::move(gemm));
     if (folded_)

@@ -22,6 +22,7 @@
 #include "kiln/codegen/Target.h"
 #include "kiln/ir/GraphBuilder.h"
 #include "kiln/ir/KilnDialect.h"
+#include "kiln/passes/FlopCount.h"
 #include "kiln/passes/Pipeline.h"
 
 namespace kiln::codegen {
@@ -30,21 +31,15 @@ using namespace mlir;
 
 namespace {
 
-int64_t tensorBytes(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  auto dtype = dtypeOf(tensor.getElementType());
-  return tensor.getNumElements() * (succeeded(dtype) ? static_cast<int64_t>(itemsize(*dtype)) : 0);
-}
-
 /// Size and traffic of one kiln.fusion, for reports.
 FusionInfo describeFusion(ir::FusionOp fusion) {
   FusionInfo info;
   info.name = fusion.getKernel().str();
   info.num_ops = static_cast<int>(fusion.getBodyBlock().getOperations().size()) - 1; // not yield
   for (Value v : fusion.getInputs())
-    info.bytes_read += tensorBytes(v.getType());
+    info.bytes_read += passes::valueBytes(v);
   for (Value v : fusion.getResults())
-    info.bytes_written += tensorBytes(v.getType());
+    info.bytes_written += passes::valueBytes(v);
   return info;
 }
 

@@ -32,6 +32,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include "EmitCuda.h"
+#include "GemmEpilogue.h"
 #include "GeneralizeKernel.h"
 #include "KernelAbi.h"
 #include "kiln/codegen/Target.h"
@@ -338,14 +339,6 @@ public:
     return true;
   }
 
-  /// The translation units (prelude + their kernels) and their kernel names.
-  std::vector<CompiledGraphSource> units() const {
-    std::vector<CompiledGraphSource> out;
-    for (const auto &m : modules_)
-      out.push_back(CompiledGraphSource{m->source(), m->kernel_names()});
-    return out;
-  }
-
   runtime::PackedKernel lookup(const std::string &name, std::string *error) const override {
     *error = "cuda target: kernel " + name + " is a CUDA kernel, not a host function (use handle())";
     return nullptr;
@@ -496,8 +489,7 @@ public:
   /// at each compile). The GELU aux matrix has the product's layout: its
   /// leading dimension N must be divisible by 8 (cublasLt.h,
   /// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), else no fold.
-  runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind, int64_t m, int64_t n) const override {
-    (void)m;
+  runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind, int64_t n) const override {
     const char *v = std::getenv("KILN_GEMM_EPILOGUES");
     if (v && std::string(v) == "0")
       return {};
@@ -511,8 +503,7 @@ public:
     case GemmEpilogueKind::Dgelu: epilogue = GemmEpilogue::Dgelu; break;
     case GemmEpilogueKind::DgeluBgrad: epilogue = GemmEpilogue::DgeluBgrad; break;
     }
-    const bool aux = kind == GemmEpilogueKind::BiasGeluAux || kind == GemmEpilogueKind::Dgelu ||
-                     kind == GemmEpilogueKind::DgeluBgrad;
+    const bool aux = kind == GemmEpilogueKind::BiasGeluAux || readsGemmAux(kind);
     if (aux && n % 8 != 0)
       return {};
     auto kernel = std::make_shared<runtime::cuda::CompiledKernel>();
@@ -527,10 +518,8 @@ private:
     auto library = std::make_shared<CudaKernelLibrary>(std::move(specs), sources);
     {
       std::lock_guard<std::mutex> lock(g_sources_mu);
-      for (CompiledGraphSource &unit : library->units()) {
-        unit.graph = g_graphs;
-        g_sources.push_back(std::move(unit));
-      }
+      for (auto &[source, names] : library->sourceUnits())
+        g_sources.push_back(CompiledGraphSource{std::move(source), std::move(names), g_graphs});
       ++g_graphs;
     }
     if (!library->load(error))

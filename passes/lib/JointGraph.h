@@ -47,9 +47,7 @@ bool isTangentArgument(mlir::func::FuncOp func, unsigned index);
 /// tangent) and computes its slices. Errors are emitted on the offending op.
 mlir::LogicalResult analyzeJoint(mlir::func::FuncOp joint, JointSlices &slices);
 
-/// Bytes of a ranked tensor value: elements x ceil(bit width / 8) (i1 is one
-/// byte, as the runtime stores it).
-int64_t valueBytes(mlir::Value value);
+// valueBytes (bytes of a value, as the runtime stores it): kiln/passes/FlopCount.h.
 
 // opFlops (the FLOP model of kiln-remat and the recompute report): kiln/passes/FlopCount.h.
 

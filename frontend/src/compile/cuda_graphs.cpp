@@ -1,6 +1,7 @@
 // compile/cuda_graphs.cpp - CompileOptions::cuda_graphs (cuda_graphs.h).
 #include "compile/cuda_graphs.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -49,6 +50,27 @@ bool row_major(const TensorView &v) {
 }
 
 size_t nbytes(const TensorView &v) { return static_cast<size_t>(v.numel()) * itemsize(v.dtype); }
+
+/// A fresh contiguous tensor of `like`'s sizes and dtype on CUDA device `dev`.
+TensorView contiguous_like(const TensorView &like, runtime::DeviceBackend &backend, int dev) {
+  TensorView v;
+  v.sizes = like.sizes;
+  v.dtype = like.dtype;
+  v.strides = runtime::contiguous_strides(v.sizes);
+  v.buffer = runtime::Buffer::make(std::max<size_t>(nbytes(v), 1), backend.allocator(dev));
+  return v;
+}
+
+/// Enqueues the copy of `src` into the contiguous `dst` (same device) on
+/// `stream`: one device copy when `src` is row-major, else a strided copy.
+void copy_into(const TensorView &src, void *dst, runtime::DeviceBackend &backend, const Device &device,
+               runtime::Stream &stream) {
+  if (nbytes(src) == 0) return;
+  if (row_major(src))
+    backend.copy_async(dst, device, src.data(), device, nbytes(src), stream);
+  else
+    backend.copy_to_contiguous(src, dst, stream);
+}
 
 class CudaGraphExecutable final : public runtime::Executable {
 public:
@@ -132,11 +154,7 @@ private:
       if (stableNow_[i]) continue;
       const TensorView &in = inputs[i];
       if (in.data() == static_inputs_[i].data() && row_major(in)) continue;
-      if (nbytes(in) == 0) continue;
-      if (row_major(in))
-        backend.copy_async(static_inputs_[i].data(), device, in.data(), device, nbytes(in), run_stream);
-      else
-        backend.copy_to_contiguous(in, static_inputs_[i].data(), run_stream);
+      copy_into(in, static_inputs_[i].data(), backend, device, run_stream);
     }
     graph_->replay(rc::stream_handle(run_stream));
     ++graphs_->replays;
@@ -145,17 +163,8 @@ private:
     std::vector<TensorView> results;
     results.reserve(static_outputs_.size());
     for (const TensorView &s : static_outputs_) {
-      TensorView r;
-      r.sizes = s.sizes;
-      r.dtype = s.dtype;
-      r.strides = runtime::contiguous_strides(s.sizes);
-      r.buffer = runtime::Buffer::make(std::max<size_t>(nbytes(s), 1), backend.allocator(dev));
-      if (nbytes(s) > 0) {
-        if (row_major(s))
-          backend.copy_async(r.data(), device, s.data(), device, nbytes(s), run_stream);
-        else
-          backend.copy_to_contiguous(s, r.data(), run_stream);
-      }
+      TensorView r = contiguous_like(s, backend, dev);
+      copy_into(s, r.data(), backend, device, run_stream);
       results.push_back(std::move(r));
     }
     run_stream.synchronize(); // as a stream-launched run: results ready on return
@@ -203,7 +212,6 @@ private:
   std::string capture(const std::vector<TensorView> &inputs, runtime::DeviceBackend &backend,
                       runtime::Stream &run_stream) const {
     const int dev = graphs_->device;
-    const Device device{DeviceType::CUDA, dev};
     try {
       if (!graphs_->capture_stream) graphs_->capture_stream = backend.create_stream(dev);
       if (!graphs_->pool) graphs_->pool = rc::graph_pool_handle(dev);
@@ -217,12 +225,7 @@ private:
           stableNow_[i] = true;
           continue;
         }
-        TensorView s;
-        s.sizes = inputs[i].sizes;
-        s.dtype = inputs[i].dtype;
-        s.strides = runtime::contiguous_strides(s.sizes);
-        s.buffer = runtime::Buffer::make(std::max<size_t>(nbytes(s), 1), backend.allocator(dev));
-        static_inputs_.push_back(std::move(s));
+        static_inputs_.push_back(contiguous_like(inputs[i], backend, dev));
       }
       // The capture stream starts after the work queued on the run stream.
       rc::DeviceApi *api = rc::device_api(dev);
@@ -256,7 +259,6 @@ private:
         rc::deferred_index_checks().clear();
       }
       static_outputs_ = std::move(outputs);
-      (void)device;
       return "";
     } catch (const std::exception &e) {
       if (graph_) {

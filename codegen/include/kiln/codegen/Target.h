@@ -138,14 +138,14 @@ public:
                                                      std::string *error) const = 0;
   virtual CostModel costModel() const = 0;
   /// The launch of a float32 GEMM with `kind` folded into its store, for
-  /// a product [M, N]: operands a [M, K], b [K, N] (views with a unit stride
+  /// a product [M, N] with N = `n`: operands a [M, K], b [K, N] (views with a unit stride
   /// in one of the two dims), then bias [N] contiguous (Bias*, BiasGeluAux)
   /// or aux [M, N] contiguous (Dgelu, DgeluBgrad); results [M, N], then aux
   /// [M, N] (BiasGeluAux) or the bias gradient [N] (DgeluBgrad). A null
   /// handle (the default) when the target does not fold `kind` at this
   /// shape: the fusion then runs as its own kernel after the GEMM.
-  virtual runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind, int64_t m, int64_t n) const {
-    (void)kind, (void)m, (void)n;
+  virtual runtime::KernelHandle gemmEpilogueKernel(GemmEpilogueKind kind, int64_t n) const {
+    (void)kind, (void)n;
     return {};
   }
 };

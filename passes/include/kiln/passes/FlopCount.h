@@ -1,12 +1,14 @@
 // kiln/passes/FlopCount.h - the FLOP model of one kiln op (Ops.def's
-// FlopModel column), shared by kiln-remat's knapsack, the recompute report
-// and codegen's per-kernel performance report (kiln/codegen/PerfModel.h).
+// FlopModel column) and the bytes of a value, shared by kiln-remat's
+// knapsack, the recompute report, the memory plan and codegen's fusion and
+// per-kernel performance reports (kiln/codegen/PerfModel.h).
 #pragma once
 
 #include <cstdint>
 
 namespace mlir {
 class Operation;
+class Value;
 } // namespace mlir
 
 namespace kiln::passes {
@@ -18,5 +20,10 @@ namespace kiln::passes {
 /// element; reductions one per operand element; constants and layout ops
 /// (views) 0.
 int64_t opFlops(mlir::Operation *op);
+
+/// Bytes of a statically shaped ranked tensor value: elements x ceil(bit
+/// width / 8) (i1 is one byte, as the runtime stores it); 0 for anything
+/// else (a dynamic shape, a non-tensor).
+int64_t valueBytes(mlir::Value value);
 
 } // namespace kiln::passes
