@@ -1,9 +1,13 @@
 // kiln-bench-export: load-to-first-output time of an exported model
 // (kiln::load_compiled + run) against kiln::compile with a warm kernel cache
 // (compile(model) + the first forward: trace, pipeline, cache hit, run), for
-// the digits MLP, the small GPT and the zoo CNN (issue 17; goal 10x).
+// the digits MLP, the small GPT and the zoo CNN, each at a throughput batch
+// and at batch 1 (issue 17; goal 10x).
 //
-//   kiln-bench-export [--reps N] [--json PATH]
+//   kiln-bench-export [--reps N] [--json PATH] [--keep DIR]
+//
+// --keep DIR leaves the artifacts (DIR/<model>.kiln) and their inputs
+// (DIR/<model>.input.bin) there, for kiln-run-compiled and profilers.
 //
 // Both sides run in this process, in eval mode under NoGradGuard, on the
 // same input; the kernel cache is a fresh folder warmed by one compile
@@ -98,18 +102,27 @@ ProcessTimes compile_process(const std::string &self, const std::string &model, 
   return t;
 }
 
+/// Each model at a throughput batch and at batch 1 (a server's first
+/// request: the forward, identical work on both sides, is smallest there).
 std::vector<Case> make_cases() {
   kiln::manual_seed(0);
   std::vector<Case> cases;
-  cases.push_back({"digits_mlp",
-                   std::make_shared<kiln::nn::Sequential>(std::initializer_list<std::shared_ptr<kiln::nn::Module>>{
-                       std::make_shared<kiln::nn::Linear>(64, 128), std::make_shared<kiln::nn::ReLU>(),
-                       std::make_shared<kiln::nn::Linear>(128, 10)}),
-                   kiln::randn({64, 64})});
-  std::vector<int64_t> tokens;
-  for (int i = 0; i < 8 * 64; ++i) tokens.push_back((i * 7 + 3) % 65);
-  cases.push_back({"gpt", std::make_shared<kiln::models::GPT>(65, 64, 2, 128, 4, 0.1), kiln::tensor(tokens, {8, 64})});
-  cases.push_back({"cnn", std::make_shared<kiln::models::DigitsCNN>(16), kiln::randn({32, 1, 8, 8})});
+  auto mlp = std::make_shared<kiln::nn::Sequential>(std::initializer_list<std::shared_ptr<kiln::nn::Module>>{
+      std::make_shared<kiln::nn::Linear>(64, 128), std::make_shared<kiln::nn::ReLU>(),
+      std::make_shared<kiln::nn::Linear>(128, 10)});
+  cases.push_back({"digits_mlp", mlp, kiln::randn({64, 64})});
+  cases.push_back({"digits_mlp_b1", mlp, kiln::randn({1, 64})});
+  auto tokens = [](int64_t batch) {
+    std::vector<int64_t> t;
+    for (int64_t i = 0; i < batch * 64; ++i) t.push_back((i * 7 + 3) % 65);
+    return kiln::tensor(t, {batch, 64});
+  };
+  auto gpt = std::make_shared<kiln::models::GPT>(65, 64, 2, 128, 4, 0.1);
+  cases.push_back({"gpt", gpt, tokens(8)});
+  cases.push_back({"gpt_b1", gpt, tokens(1)});
+  auto cnn = std::make_shared<kiln::models::DigitsCNN>(16);
+  cases.push_back({"cnn", cnn, kiln::randn({32, 1, 8, 8})});
+  cases.push_back({"cnn_b1", cnn, kiln::randn({1, 1, 8, 8})});
   return cases;
 }
 
@@ -132,13 +145,14 @@ int child_compile(const std::string &name) {
 int main(int argc, char **argv) {
   if (argc == 3 && std::string(argv[1]) == "--child-compile") return child_compile(argv[2]);
   int reps = 5;
-  std::string json_path;
+  std::string json_path, keep_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--keep" && i + 1 < argc) keep_dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: kiln-bench-export [--reps N] [--json PATH]\n");
+      std::fprintf(stderr, "usage: kiln-bench-export [--reps N] [--json PATH] [--keep DIR]\n");
       return 2;
     }
   }
@@ -152,7 +166,7 @@ int main(int argc, char **argv) {
   const std::string self_exe = n > 0 ? std::string(self_path, static_cast<size_t>(n)) : std::string(argv[0]);
 
   nlohmann::json result = {{"bench", "kiln-bench-export"}, {"reps", reps}, {"models", nlohmann::json::object()}};
-  std::printf("%-11s %17s %13s %6s %9s %8s | fresh process: %14s %14s %6s %12s %12s %6s\n", "model",
+  std::printf("%-13s %17s %13s %6s %9s %8s | fresh process: %14s %14s %6s %12s %12s %6s\n", "model",
               "compile warm (ms)", "load+run (ms)", "ratio", "load (ms)", "run (ms)", "compile (ms)", "load+run (ms)",
               "ratio", "wall compile", "wall load", "ratio");
   for (Case &c : cases) {
@@ -190,8 +204,14 @@ int main(int argc, char **argv) {
     const double process_s = median(rt_inside);
     struct stat st {};
     stat(path.c_str(), &st);
+    if (!keep_dir.empty()) {
+      mkdir(keep_dir.c_str(), 0755);
+      std::system(("cp '" + path + "' '" + keep_dir + "/" + c.name + ".kiln' && cp '" + dir + "/input.bin' '" +
+                   keep_dir + "/" + c.name + ".input.bin'")
+                      .c_str());
+    }
     const double ratio = median(compile_s) / median(load_s);
-    std::printf("%-11s %17.2f %13.2f %5.1fx %9.2f %8.2f | %29.2f %14.2f %5.1fx %12.2f %12.2f %5.1fx\n", c.name.c_str(),
+    std::printf("%-13s %17.2f %13.2f %5.1fx %9.2f %8.2f | %29.2f %14.2f %5.1fx %12.2f %12.2f %5.1fx\n", c.name.c_str(),
                 1e3 * median(compile_s), 1e3 * median(load_s), ratio, 1e3 * median(load_only_s), 1e3 * median(steady_s),
                 1e3 * median(cp_inside), 1e3 * process_s, median(cp_inside) / process_s, 1e3 * median(cp_wall),
                 1e3 * median(rt_wall), median(cp_wall) / median(rt_wall));

@@ -21,6 +21,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::runtime {
@@ -131,8 +132,12 @@ private:
 /// malformed section; never crashes on a bad file (fuzzed:
 /// tests/fuzz/libfuzzer/artifact_fuzz.cpp).
 LoadedModel load_compiled(const std::string &path, const runtime::LoadOptions &options = {});
-/// The same from the file's bytes in memory (`name` is used in messages).
-LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string &name,
+/// load_compiled maps the file read-only for the load (the weights are copied
+/// once, into their buffers; the mapping is gone when it returns), so the file
+/// must not be truncated while a load of it runs.
+/// The same from the file's bytes in memory (`name` is used in messages);
+/// `bytes` need to live only for the call.
+LoadedModel load_compiled_from_bytes(std::string_view bytes, const std::string &name,
                                      const runtime::LoadOptions &options = {});
 
 } // namespace kiln

@@ -10,6 +10,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "artifact/ElfLoader.h"
 #include "kiln/runtime/Artifact.h"
@@ -239,7 +245,7 @@ int64_t LoadedModel::weight_bytes() const { return state_->weight_bytes; }
 namespace {
 
 /// The weights in the executable's input order (meta.weights), on the CPU.
-void place_weights(LoadedModel::State &s, const std::string &safetensors) {
+void place_weights(LoadedModel::State &s, std::string_view safetensors) {
   std::vector<runtime::artifact::WeightEntry> entries;
   std::string error;
   if (!runtime::artifact::parse_safetensors(safetensors, &entries, &error)) throw LoadError(s.name + ": " + error);
@@ -295,7 +301,7 @@ double ms_since(std::chrono::steady_clock::time_point &t) {
 
 } // namespace
 
-LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string &name,
+LoadedModel load_compiled_from_bytes(std::string_view bytes, const std::string &name,
                                      const runtime::LoadOptions &options) {
   auto t = std::chrono::steady_clock::now();
   double ms[4] = {};
@@ -304,6 +310,8 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
   std::string error;
   runtime::artifact::ReadOptions read_options;
   read_options.check_host_isa = options.check_host_isa;
+  std::string_view safetensors;  // the weights, in `bytes`: copied once, into their buffers
+  read_options.weights_view = &safetensors;
   if (!runtime::artifact::read_artifact(bytes, name, read_options, &state->meta, &error)) throw LoadError(error);
   ms[0] = ms_since(t);
   state->inputs = runtime::specs_of(state->meta.inputs);
@@ -332,34 +340,67 @@ LoadedModel load_compiled_from_bytes(const std::string &bytes, const std::string
   }
   if (!state->exe) throw LoadError(name + ": " + error);
   ms[2] = ms_since(t);
-  place_weights(*state, state->meta.safetensors);
+  place_weights(*state, safetensors);
   ms[3] = ms_since(t);
   if (log_load())
     std::fprintf(stderr, "[kiln] load_compiled %s: verify %.2f ms, kernels %.2f ms, launch list %.2f ms, weights %.2f ms\n",
                  name.c_str(), ms[0], ms[1], ms[2], ms[3]);
   state->meta.program.clear();
   state->meta.kernels.clear();
-  state->meta.safetensors.clear();
   return LoadedModel(state);
 }
 
+namespace {
+
+/// A file's bytes, read-only: mapped (no copy; the page cache's pages), or
+/// read into memory where mmap does not apply (an empty file, a pipe).
+class FileBytes {
+public:
+  explicit FileBytes(const std::string &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw LoadError(path + ": cannot open the file (" + std::strerror(errno) + ")");
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      void *p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p != MAP_FAILED) {
+        map_ = p;
+        size_ = static_cast<size_t>(st.st_size);
+        ::close(fd);
+        return;
+      }
+    }
+    char chunk[1 << 16];
+    for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        throw LoadError(path + ": read error (" + why + ")");
+      }
+      copy_.append(chunk, static_cast<size_t>(n));
+    }
+    ::close(fd);
+  }
+  ~FileBytes() {
+    if (map_) ::munmap(map_, size_);
+  }
+  FileBytes(const FileBytes &) = delete;
+  FileBytes &operator=(const FileBytes &) = delete;
+  std::string_view view() const { return map_ ? std::string_view(static_cast<const char *>(map_), size_) : copy_; }
+
+private:
+  void *map_ = nullptr;
+  size_t size_ = 0;
+  std::string copy_;
+};
+
+} // namespace
+
 LoadedModel load_compiled(const std::string &path, const runtime::LoadOptions &options) {
   auto t = std::chrono::steady_clock::now();
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) throw LoadError(path + ": cannot open the file (" + std::strerror(errno) + ")");
-  std::string bytes;
-  char chunk[1 << 16];
-  if (std::fseek(f, 0, SEEK_END) == 0) {
-    const long size = std::ftell(f);
-    if (size > 0) bytes.reserve(static_cast<size_t>(size));
-    std::rewind(f);
-  }
-  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.append(chunk, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw LoadError(path + ": read error");
+  const FileBytes bytes(path);
   if (log_load()) std::fprintf(stderr, "[kiln] load_compiled %s: read %.2f ms\n", path.c_str(), ms_since(t));
-  return load_compiled_from_bytes(bytes, path, options);
+  return load_compiled_from_bytes(bytes.view(), path, options);
 }
 
 } // namespace kiln

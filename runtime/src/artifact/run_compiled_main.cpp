@@ -2,16 +2,21 @@
 // it once, linking only kiln_runtime (no MLIR, no LLVM): the separate process
 // of the export tests and of bench/bench_export.cpp.
 //
-//   kiln-run-compiled MODEL.kiln [--input FILE]... [--output-dir DIR] [--info]
+//   kiln-run-compiled MODEL.kiln [--input FILE]... [--output-dir DIR] [--info] [--repeat N]
 //
 // Each --input is the raw bytes (row-major, little-endian) of one input, in
 // guard order, whose dtype and sizes are the artifact's (a byte count that
 // does not match them is an error; a wrong size is reported by the guard
 // check; a dynamic dim takes the size the byte count gives). Output k is written to DIR/output-<k>.bin. Prints one JSON line:
-// {"load_seconds": ..., "first_run_seconds": ..., "outputs": N}. Exit status
+// {"load_seconds": ..., "first_run_seconds": ..., "outputs": N}; with
+// --repeat N the first run is followed by N more, and the line adds
+// "steady_run_seconds" (their median, seconds) for profilers and
+// benchmarks. Exit status
 // 1 with the error on stderr when loading or running fails, 2 on bad usage.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -31,7 +36,7 @@ std::string read_file(const std::string &path) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: kiln-run-compiled MODEL.kiln [--input FILE]... [--output-dir DIR] [--info]\n");
+  std::fprintf(stderr, "usage: kiln-run-compiled MODEL.kiln [--input FILE]... [--output-dir DIR] [--info] [--repeat N]\n");
   return 2;
 }
 
@@ -43,11 +48,13 @@ int main(int argc, char **argv) {
   std::vector<std::string> inputs;
   std::string output_dir;
   bool info = false;
+  int repeat = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--input" && i + 1 < argc) inputs.push_back(argv[++i]);
     else if (a == "--output-dir" && i + 1 < argc) output_dir = argv[++i];
     else if (a == "--info") info = true;
+    else if (a == "--repeat" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) repeat = std::atoi(argv[++i]);
     else return usage();
   }
   try {
@@ -95,9 +102,20 @@ int main(int argc, char **argv) {
         if (!out) throw kiln::runtime::LoadError(output_dir + ": cannot write output " + std::to_string(k));
       }
     auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    std::string steady;
+    if (repeat > 0) {
+      std::vector<double> times;
+      for (int r = 0; r < repeat; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        model.run(xs);
+        times.push_back(seconds(t0, std::chrono::steady_clock::now()));
+      }
+      std::sort(times.begin(), times.end());
+      steady = ", \"steady_run_seconds\": " + std::to_string(times[times.size() / 2]);
+    }
     std::printf("{\"load_seconds\": %.6f, \"first_run_seconds\": %.6f, \"load_to_first_output_seconds\": %.6f, "
-                "\"outputs\": %zu}\n",
-                seconds(start, loaded), seconds(run_start, done), seconds(start, done), outs.size());
+                "\"outputs\": %zu%s}\n",
+                seconds(start, loaded), seconds(run_start, done), seconds(start, done), outs.size(), steady.c_str());
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "kiln-run-compiled: %s\n", e.what());

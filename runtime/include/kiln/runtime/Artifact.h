@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/runtime/DType.h"
@@ -76,10 +77,13 @@ std::string write_artifact(const Contents &contents);
 
 struct ReadOptions {
   bool check_host_isa = true; ///< fail when the host lacks one of cpu_features
+  /// When set, the weights section is not copied into Contents::safetensors:
+  /// *weights_view points into `bytes` instead (valid while they are).
+  std::string_view *weights_view = nullptr;
 };
 /// Parses and verifies `bytes` (read from `name`, used in messages): size,
 /// magic, version, checksum, section table, metadata, guards, target.
-bool read_artifact(const std::string &bytes, const std::string &name, const ReadOptions &options, Contents *out,
+bool read_artifact(std::string_view bytes, const std::string &name, const ReadOptions &options, Contents *out,
                    std::string *error);
 
 /// The CPU features of this host that decide whether object code built for
@@ -129,7 +133,7 @@ struct WeightEntry {
 };
 /// Parses a safetensors file's header and checks every entry's offsets
 /// against the data section and its byte count against dtype x sizes.
-bool parse_safetensors(const std::string &bytes, std::vector<WeightEntry> *entries, std::string *error);
+bool parse_safetensors(std::string_view bytes, std::vector<WeightEntry> *entries, std::string *error);
 
 } // namespace artifact
 } // namespace kiln::runtime
