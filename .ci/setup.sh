@@ -9,7 +9,7 @@ BUILD_DIR=${1:-build}
 PKGS=(cmake ninja-build ccache g++ lld python3
       libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
       libdnnl-dev libgloo-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
-      zlib1g-dev libdeflate-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
+      zlib1g-dev libdeflate-dev libsimdjson-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
       libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${PKGS[@]}"; do
