@@ -99,6 +99,7 @@ nlohmann::json resources(const std::vector<rc::CompiledModule> &modules, int64_t
 } // namespace
 
 int main(int argc, char **argv) {
+  codegen::cuda::recordGraphSources(true);
   std::string json_path, warm_units, warm_cache;
   bool zoo_models = false;
   for (int i = 1; i < argc; ++i) {

@@ -421,10 +421,12 @@ private:
   std::vector<std::pair<size_t, size_t>> where_; ///< per kernel: (module, index in it)
 };
 
-/// The process's compiled-graph CUDA modules, oldest first (for tests).
+/// The process's compiled-graph CUDA modules while recording is on, oldest
+/// first (for tests and benchmarks: recordGraphSources).
 std::mutex g_sources_mu;
 std::vector<CompiledGraphSource> g_sources;
 size_t g_graphs = 0;
+bool g_record_sources = false;
 
 class CudaTarget final : public Target {
 public:
@@ -518,8 +520,9 @@ private:
     auto library = std::make_shared<CudaKernelLibrary>(std::move(specs), sources);
     {
       std::lock_guard<std::mutex> lock(g_sources_mu);
-      for (auto &[source, names] : library->sourceUnits())
-        g_sources.push_back(CompiledGraphSource{std::move(source), std::move(names), g_graphs});
+      if (g_record_sources)
+        for (auto &[source, names] : library->sourceUnits())
+          g_sources.push_back(CompiledGraphSource{std::move(source), std::move(names), g_graphs});
       ++g_graphs;
     }
     if (!library->load(error))
@@ -532,6 +535,11 @@ private:
 } // namespace
 
 std::string graphPrelude() { return cudaPrelude(); }
+
+void recordGraphSources(bool on) {
+  std::lock_guard<std::mutex> lock(g_sources_mu);
+  g_record_sources = on;
+}
 
 std::vector<CompiledGraphSource> compiledGraphSources() {
   std::lock_guard<std::mutex> lock(g_sources_mu);

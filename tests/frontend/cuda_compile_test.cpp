@@ -34,6 +34,7 @@ protected:
   // The simulator, unless the device script runs this on a GPU (KILN_TEST_REAL_CUDA=1).
   void SetUp() override {
     if (!std::getenv("KILN_TEST_REAL_CUDA")) ::setenv("KILN_CUDA_SIM", "1", 1);
+    codegen::cuda::recordGraphSources(true);
   }
 };
 

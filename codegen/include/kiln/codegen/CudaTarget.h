@@ -26,9 +26,16 @@ struct CompiledGraphSource {
   size_t graph = 0;
 };
 
+/// Starts (true) or stops recording the translation units the CUDA target
+/// compiles or loads from the kernel cache, for compiledGraphSources. Off by
+/// default: a long-running process would otherwise keep every graph's CUDA
+/// source for its whole life.
+void recordGraphSources(bool on);
+
 /// Every CUDA module the CUDA target compiled or loaded from the kernel
-/// cache in this process, oldest first (tests compile each with NVRTC for
-/// sm_90 and check ptxas' spill counts).
+/// cache in this process while recording was on (recordGraphSources), oldest
+/// first (tests compile each with NVRTC for sm_90 and check ptxas' spill
+/// counts); CompiledGraphSource::graph counts every compiled graph.
 std::vector<CompiledGraphSource> compiledGraphSources();
 
 /// The prelude every translation unit of the CUDA target starts with
