@@ -19,7 +19,9 @@ minus a steady step's).
 """
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -39,47 +41,18 @@ def median_seconds(f, reps):
     return statistics.median(times)
 
 
-class Block(torch.nn.Module):
-    def __init__(self, d, h):
-        super().__init__()
-        nn = torch.nn
-        self.h = h
-        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.q, self.k, self.v, self.out = (nn.Linear(d, d) for _ in range(4))
-        self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        B, T, D = x.shape
-        a = self.ln_1(x)
-        split = lambda t: t.view(B, T, self.h, D // self.h).transpose(1, 2)
-        y = F.scaled_dot_product_attention(split(self.q(a)), split(self.k(a)), split(self.v(a)), is_causal=True)
-        x = x + self.out(y.transpose(1, 2).reshape(B, T, D))
-        return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+import gpt as peer_gpt  # noqa: E402  (bench/peers/gpt.py: the one PyTorch GPT of the benchmarks)
 
 
-class GPT(torch.nn.Module):
+class GPT(peer_gpt.GPT):
+    """bench/peers/gpt.py's GPT with the next-token loss (f32 cross-entropy) as its output."""
+
     def __init__(self, vocab, context, layers, d, h):
-        super().__init__()
-        nn = torch.nn
-        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(context, d)
-        self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, 0.02)
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
-        for b in self.blocks:
-            for w in (b.out.weight, b.proj.weight):
-                nn.init.normal_(w, 0.0, 0.02 / (2 * layers) ** 0.5)
+        super().__init__(vocab, context, layers, d, h)
 
     def forward(self, idx, targets):
-        T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
-        for b in self.blocks:
-            x = b(x)
-        logits = self.lm_head(self.ln_f(x))
+        logits = super().forward(idx)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets)
 
 
