@@ -5,6 +5,7 @@
 // bytes. Bad files are checked in process (kiln::load_compiled_from_bytes).
 #include <gtest/gtest.h>
 
+#include <elf.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,6 +282,29 @@ TEST_F(ExportedMlp, MalformedSectionsAreRejected) {
   EXPECT_NE(load_error(weights).find("bad.kiln: weights: tensor"), std::string::npos) << load_error(weights);
   std::string missing = rewritten([](kiln::runtime::artifact::Contents &c) { c.weights[0] = "nope"; });
   EXPECT_EQ(load_error(missing), "bad.kiln: weights: tensor 'nope' is missing from the safetensors section");
+}
+
+TEST_F(ExportedMlp, EmptySymbolTableIsRejected) {
+  // Found by kiln-fuzz-artifact (tests/fuzz/corpus/artifact/crash-empty-symtab):
+  // a symbol table of size 0 reached memcpy with a null destination.
+  std::string empty = rewritten([](kiln::runtime::artifact::Contents &c) {
+    Elf64_Ehdr eh;
+    ASSERT_GE(c.kernels.size(), sizeof eh);
+    std::memcpy(&eh, c.kernels.data(), sizeof eh);
+    int found = 0;
+    for (int i = 0; i < eh.e_shnum; ++i) {
+      Elf64_Shdr sh;
+      const size_t at = eh.e_shoff + size_t(i) * eh.e_shentsize;
+      ASSERT_LE(at + sizeof sh, c.kernels.size());
+      std::memcpy(&sh, c.kernels.data() + at, sizeof sh);
+      if (sh.sh_type != SHT_SYMTAB) continue;
+      sh.sh_size = 0;
+      std::memcpy(c.kernels.data() + at, &sh, sizeof sh);
+      ++found;
+    }
+    ASSERT_EQ(found, 1);
+  });
+  EXPECT_EQ(load_error(empty), "bad.kiln: kernels: empty symbol table (expected at least the null symbol)");
 }
 
 TEST_F(ExportedMlp, SeparateProcessReportsBadFiles) {

@@ -204,6 +204,9 @@ std::unique_ptr<LoadedObject> LoadedObject::load(const std::string &file, bool e
   if (strtab.sh_type != SHT_STRTAB || !in_file(file, strtab.sh_offset, strtab.sh_size))
     return fail("bad string table");
   const size_t num_symbols = symtab->sh_size / sizeof(Elf64_Sym);
+  // An ELF symbol table always starts with the null symbol (gABI, "Symbol
+  // Table"); the loop below starts after it.
+  if (num_symbols == 0) return fail("empty symbol table (expected at least the null symbol)");
   std::vector<Elf64_Sym> symbols(num_symbols);
   std::memcpy(symbols.data(), file.data() + symtab->sh_offset, num_symbols * sizeof(Elf64_Sym));
   auto name_of = [&](uint32_t at, std::string *name) {
