@@ -1,6 +1,6 @@
 // bmm: batched matrix multiply [B, M, K] x [B, K, N] -> [B, M, N].
-// float32 runs runtime::sgemm (oneDNN) once per batch on strided matrix
-// views (transposed operands cost nothing); bfloat16 x bfloat16 runs
+// float32 runs runtime::sgemm_batched (one oneDNN matmul for the batch) on
+// strided matrix views (transposed operands cost nothing); bfloat16 x bfloat16 runs
 // runtime::gemm16_batched (one oneDNN matmul for the whole batch,
 // AMX/AVX512-BF16; batch stride 0 broadcasts); float64 is a plain loop
 // (traced as an f64 kiln.matmul, which the compiled runtime also loops).
@@ -25,11 +25,12 @@ runtime::MatrixView batch_view(const Tensor &t, int64_t batch) {
   return runtime::MatrixView{base + batch * t.stride(0), t.size(1), t.size(2), t.stride(1), t.stride(2)};
 }
 
-/// out[b] = a[b] x b[b] for float32 through sgemm.
+/// out[b] = a[b] x b[b] for float32 in one runtime::sgemm_batched call (one
+/// oneDNN matmul over the whole batch, as the compiled bmm).
 void bmm_float(const Tensor &a, const Tensor &b, Tensor &out) {
   const int64_t M = a.size(1), N = b.size(2);
-  float *c = out.data_ptr<float>();
-  for (int64_t i = 0; i < a.size(0); ++i) runtime::sgemm(batch_view(a, i), batch_view(b, i), c + i * M * N, N);
+  runtime::sgemm_batched(a.size(0), batch_view(a, 0), a.stride(0), batch_view(b, 0), b.stride(0),
+                         out.data_ptr<float>(), N, M * N);
 }
 
 /// out[b] = a[b] x b[b] for bfloat16/float16 in one runtime::gemm16_batched

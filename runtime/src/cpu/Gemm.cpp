@@ -1,8 +1,13 @@
-// sgemm through oneDNN's dnnl_sgemm (row-major BLAS-like interface);
-// gemm16_batched (and gemm16, its batch-1 case) through one oneDNN matmul
-// primitive per shape for bfloat16, through sgemm for float16.
+// Every GEMM through one cached oneDNN matmul primitive per shape and
+// layout: sgemm / sgemm_batched for float32, gemm16_batched (and gemm16)
+// for bfloat16; float16 through float32. dnnl_sgemm is only the fallback
+// where oneDNN has no matmul for the strides: its first call in a process
+// generates all of its JIT kernels at once (40-50 ms here, whatever the
+// shape), where a matmul primitive costs 0.3-0.8 ms per shape
+// (bench/README.md, "Exported model": the first output of a fresh process).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -14,6 +19,9 @@
 
 #include <dnnl.h>
 #include <dnnl.hpp>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "Half.h"
 #include "kiln/runtime/Gemm.h"
@@ -129,6 +137,17 @@ using Key = std::array<int64_t, 17>;
 struct Cached {
   memory::desc a, b, c;
   dnnl::matmul primitive;
+  /// oneDNN implemented it with its BLAS-style gemm (impl "gemm:jit", for
+  /// strides its brgemm matmul does not take, e.g. attention heads
+  /// interleaved in a row) or its reference loops: the first "gemm:jit"
+  /// execution in a process generates all of dnnl_sgemm's kernels (36-43 ms
+  /// here), so matmul_onednn copies such operands dense when that gives a
+  /// brgemm primitive (a copy is O(batch*M*K), the product O(batch*M*K*N)).
+  bool blas_or_ref = false;
+  /// For a blas_or_ref entry: 1 when the dense copy's primitive is not
+  /// blas_or_ref (then matmul_onednn copies), 0 when it is too (the operands
+  /// then stay in place), -1 until the first call finds out.
+  std::atomic<int> dense_is_better{-1};
 };
 
 /// The primitive cache. Bounded: cleared when it reaches kMaxCached entries
@@ -137,6 +156,40 @@ struct Cached {
 constexpr size_t kMaxCached = 256;
 std::mutex cache_mutex;
 std::map<Key, std::shared_ptr<Cached>> cache;
+
+/// Below this many multiply-adds (batch * M * N * K, 128^3) a matmul runs on
+/// the calling thread alone: waking a second OpenMP thread (passive wait
+/// policy) costs ~20 us, more than the work (64^3: 25 us on 2 threads, 10 us
+/// on one; 128^3: equal). oneDNN fixes a primitive's thread count when it is
+/// created, so the same scope covers creation and execution.
+constexpr int64_t kSerialMacs = int64_t(1) << 21;
+
+/// omp_set_num_threads(1) for its scope (this thread's ICV only) when `on`.
+class SerialScope {
+public:
+  explicit SerialScope(bool on) {
+#ifdef _OPENMP
+    if (on) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+#endif
+  }
+  ~SerialScope() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  SerialScope(const SerialScope &) = delete;
+  SerialScope &operator=(const SerialScope &) = delete;
+
+private:
+  int saved_ = 0;
+};
+
+bool serial_gemm(int64_t batch, int64_t M, int64_t K, int64_t N) {
+  return batch * M < kSerialMacs && batch * M * N < kSerialMacs && batch * M * N * K < kSerialMacs;
+}
 
 /// The cached primitive for these descriptors, or null (with oneDNN's
 /// reason in `why`) when oneDNN creates none for them.
@@ -156,8 +209,11 @@ std::shared_ptr<Cached> primitive_for(DType in, int64_t batch, int64_t M, int64_
     entry->a = memory::desc({a.batch, M, K}, dnnl_type(in), dims{a.batch_stride, a.row_stride, a.col_stride});
     entry->b = memory::desc({b.batch, K, N}, dnnl_type(in), dims{b.batch_stride, b.row_stride, b.col_stride});
     entry->c = memory::desc({batch, M, N}, dnnl_type(out), dims{c_batch_stride, ldc, 1});
+    SerialScope serial(serial_gemm(batch, M, K, N));
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(entry->a, entry->b, entry->c), cpu_engine());
     entry->primitive = dnnl::matmul(pd);
+    const std::string impl = pd.impl_info_str();
+    entry->blas_or_ref = impl.rfind("gemm:", 0) == 0 || impl.rfind("ref", 0) == 0;
   } catch (const dnnl::error &e) {
     *why = e.what();
     return nullptr;
@@ -184,7 +240,8 @@ bool probe_native(DType in) {
 /// MatrixView for f32 with `in` Float32, Matrix16View for 16-bit floats).
 /// The operands are passed in place (describe_batch); when oneDNN has no
 /// matmul for those strides (a broadcast, stride-0 operand with a
-/// transposed layout, say) they are copied dense (dense_batch) and tried
+/// transposed layout, say), or only its BLAS-style or reference one
+/// (Cached::blas_or_ref), they are copied dense (dense_batch) and tried
 /// again. Returns false, with oneDNN's reason in `why`, when neither works.
 template <class View>
 bool matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_stride, const View &B,
@@ -192,16 +249,25 @@ bool matmul_onednn(DType in, int64_t batch, const View &A, int64_t a_batch_strid
   std::vector<std::remove_const_t<std::remove_pointer_t<decltype(A.data)>>> sa, sb;
   Operand16 a = describe_batch(A, batch, a_batch_stride, sa), b = describe_batch(B, batch, b_batch_stride, sb);
   std::shared_ptr<Cached> p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride, why);
-  if (!p) {
+  if (!p || (p->blas_or_ref && p->dense_is_better.load(std::memory_order_relaxed) != 0)) {
     a = dense_batch(A, batch, a_batch_stride, sa);
     b = dense_batch(B, batch, b_batch_stride, sb);
-    p = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride, why);
+    std::shared_ptr<Cached> dense = primitive_for(in, batch, A.rows, A.cols, B.cols, a, b, out, ldc, c_batch_stride, why);
+    if (p && (!dense || dense->blas_or_ref)) {  // no better: in place from now on
+      p->dense_is_better.store(0, std::memory_order_relaxed);
+      a = describe_batch(A, batch, a_batch_stride, sa);
+      b = describe_batch(B, batch, b_batch_stride, sb);
+    } else {
+      if (p) p->dense_is_better.store(1, std::memory_order_relaxed);
+      p = dense;
+    }
   }
   if (!p) return false;
   thread_local dnnl::stream stream(cpu_engine());
   memory ma(p->a, cpu_engine(), const_cast<void *>(a.data));
   memory mb(p->b, cpu_engine(), const_cast<void *>(b.data));
   memory mc(p->c, cpu_engine(), C);
+  SerialScope serial(serial_gemm(batch, A.rows, A.cols, B.cols));
   p->primitive.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
   stream.wait();
   return true;
@@ -260,7 +326,9 @@ void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc) {
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.0f;
     return;
   }
-  std::vector<float> sa, sb;
+  std::string why;
+  if (matmul_onednn(DType::Float32, 1, A, 0, B, 0, DType::Float32, C, ldc, 0, &why)) return;
+  std::vector<float> sa, sb;  // no oneDNN matmul for these strides
   Operand a = describe(A, sa), b = describe(B, sb);
   dnnl_sgemm(a.trans, b.trans, M, N, K, 1.0f, a.data, a.ld, b.data, b.ld, 0.0f, C, ldc);
 }

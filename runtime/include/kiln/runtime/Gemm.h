@@ -17,7 +17,10 @@ struct MatrixView {
 /// C[M, N] = A[M, K] x B[K, N], f32, C contiguous row-major with leading
 /// dimension `ldc` (elements). A and B may be row- or column-major views (a
 /// transposed operand costs nothing); any other layout is copied first.
-/// Uses oneDNN's dnnl_sgemm (which picks AVX-512/AMX kernels for this CPU).
+/// Runs one cached oneDNN matmul primitive per shape and layout (its JIT
+/// picks AVX-512/AMX kernels for this CPU; below 2^21 multiply-adds on the
+/// calling thread alone); dnnl_sgemm only where oneDNN has no matmul for
+/// the strides.
 /// Precondition (checked by callers): A.cols == B.rows.
 void sgemm(const MatrixView &A, const MatrixView &B, float *C, int64_t ldc);
 
