@@ -1,5 +1,6 @@
 // conv2d (kiln/runtime/Conv.h): float32 through cached oneDNN convolution
-// primitives, float64 through im2col and a plain GEMM loop (as Caffe's and
+// primitives (the forward on oneDNN's own layouts where the plain one is
+// im2col + sgemm), float64 through im2col and a plain GEMM loop (as Caffe's and
 // PyTorch's slow_conv2d), 16-bit floats through float32.
 #include <algorithm>
 #include <map>
@@ -12,6 +13,7 @@
 #include <dnnl.hpp>
 
 #include "Half.h"
+#include "SerialScope.h"
 #include "kiln/runtime/Conv.h"
 
 namespace kiln::runtime {
@@ -37,11 +39,25 @@ dnnl::engine &engine() {
   return e;
 }
 
-/// One cached primitive with the descriptors of its three arguments.
+/// One cached primitive with the descriptors of its three arguments (the
+/// caller's plain nchw / (g)oihw layouts). A forward primitive may run on
+/// layouts of oneDNN's choosing instead (`reordered`): then `inner_*` are
+/// its descriptors and the reorders convert the operands and the result.
 struct Cached {
   memory::desc src, weights, dst;
   dnnl::primitive primitive;
+  bool reordered = false;
+  memory::desc inner_src, inner_weights, inner_dst;
+  dnnl::reorder to_src, to_weights, from_dst; ///< only where the layout differs
 };
+
+/// oneDNN's BLAS-style (im2col + sgemm, "gemm:jit") or reference impl: what
+/// it picks for plain nchw. The first "gemm:jit" execution in a process
+/// generates every dnnl_sgemm kernel (37-45 ms here), and brgconv on its
+/// own layouts is faster after that too (bench/README.md, "Exported model").
+bool blas_or_ref(const std::string &impl) {
+  return impl.find("gemm:") != std::string::npos || impl.rfind("ref", 0) == 0;
+}
 
 /// Everything a primitive depends on: op, the three shapes, the params.
 using Key = std::array<int64_t, 20>;
@@ -71,16 +87,55 @@ memory::desc weight_desc(const ConvShape &s, int64_t groups) {
 /// The forward primitive descriptor (every backward primitive needs it as
 /// its hint). oneDNN's dilation counts the gaps (PyTorch's dilation - 1);
 /// right padding = left padding gives PyTorch's floor output size.
-dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dParams &p, const ConvShape &s) {
-  const memory::desc src({s.input[0], s.input[1], s.input[2], s.input[3]}, memory::data_type::f32,
-                         memory::format_tag::nchw);
-  const memory::desc dst({s.output[0], s.output[1], s.output[2], s.output[3]}, memory::data_type::f32,
-                         memory::format_tag::nchw);
+/// With `any_layout`, oneDNN picks the layouts of all three operands.
+dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dParams &p, const ConvShape &s,
+                                                     bool any_layout = false) {
+  const memory::format_tag act = any_layout ? memory::format_tag::any : memory::format_tag::nchw;
+  const memory::desc src({s.input[0], s.input[1], s.input[2], s.input[3]}, memory::data_type::f32, act);
+  const memory::desc dst({s.output[0], s.output[1], s.output[2], s.output[3]}, memory::data_type::f32, act);
+  memory::desc w = weight_desc(s, p.groups);
+  if (any_layout)
+    w = memory::desc(w.dims(), memory::data_type::f32, memory::format_tag::any);
   const memory::dims strides{p.stride[0], p.stride[1]}, padding{p.padding[0], p.padding[1]};
   const memory::dims dilation{p.dilation[0] - 1, p.dilation[1] - 1};
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
-                                    weight_desc(s, p.groups), dst, strides, dilation, padding, padding);
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, w, dst,
+                                    strides, dilation, padding, padding);
   return dnnl::convolution_forward::primitive_desc(d, engine());
+}
+
+/// Makes `entry` (plain descriptors set) run the forward on oneDNN's own
+/// layouts when the plain one is blas_or_ref and the other is not.
+void use_chosen_layouts(Cached &entry, const Conv2dParams &p, const ConvShape &s,
+                        const dnnl::convolution_forward::primitive_desc &plain) {
+  if (!blas_or_ref(plain.impl_info_str()))
+    return;
+  dnnl::convolution_forward::primitive_desc chosen;
+  try {
+    chosen = forward_pd(p, s, true);
+  } catch (const dnnl::error &) {
+    return;
+  }
+  if (blas_or_ref(chosen.impl_info_str()))
+    return;
+  entry.reordered = true;
+  entry.inner_src = chosen.src_desc();
+  entry.inner_weights = chosen.weights_desc();
+  entry.inner_dst = chosen.dst_desc();
+  entry.primitive = dnnl::convolution_forward(chosen);
+  if (entry.inner_src != entry.src)
+    entry.to_src = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), entry.src, engine(), entry.inner_src));
+  if (entry.inner_weights != entry.weights)
+    entry.to_weights =
+        dnnl::reorder(dnnl::reorder::primitive_desc(engine(), entry.weights, engine(), entry.inner_weights));
+  if (entry.inner_dst != entry.dst)
+    entry.from_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), entry.inner_dst, engine(), entry.dst));
+}
+
+/// Whether the forward runs on one thread (cpu::kSerialMacs).
+bool serial_forward(const Conv2dParams &p, const ConvShape &s) {
+  const int64_t macs =
+      s.output[0] * s.output[1] * s.output[2] * s.output[3] * (s.weight[1] * s.weight[2] * s.weight[3]);
+  return macs < cpu::kSerialMacs;
 }
 
 /// A new primitive for `op` (oneDNN throws dnnl::error when it has none).
@@ -93,11 +148,14 @@ std::shared_ptr<Cached> create(ConvOp op, const Conv2dParams &p, const ConvShape
   entry->weights = fwd.weights_desc();
   entry->dst = fwd.dst_desc();
   if (op == ConvOp::Forward) {
+    cpu::SerialScope serial(serial_forward(p, s));
     entry->primitive = dnnl::convolution_forward(fwd);
+    use_chosen_layouts(*entry, p, s, fwd);
   } else if (op == ConvOp::InputGrad) {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, entry->src, entry->weights,
-                                            entry->dst, strides, dilation, padding, padding);
-    entry->primitive = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(d, engine(), fwd));
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, entry->src, entry->weights, entry->dst,
+                                            strides, dilation, padding, padding);
+    entry->primitive =
+        dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(d, engine(), fwd));
   } else {
     dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, entry->src, entry->weights,
                                                entry->dst, strides, dilation, padding, padding);
@@ -130,16 +188,48 @@ void conv_f32(ConvOp op, const Conv2dParams &p, const ConvShape &s, const float 
   thread_local dnnl::stream stream(engine());
   auto mem = [](const memory::desc &d, const void *data) { return memory(d, engine(), const_cast<void *>(data)); };
   switch (op) {
-  case ConvOp::Forward:
-    c->primitive.execute(stream, {{DNNL_ARG_SRC, mem(c->src, a)}, {DNNL_ARG_WEIGHTS, mem(c->weights, b)},
-                                  {DNNL_ARG_DST, mem(c->dst, out)}});
+  case ConvOp::Forward: {
+    cpu::SerialScope serial(serial_forward(p, s)); // as at creation
+    if (c->reordered) {
+      // Each operand in oneDNN's layout (a copy only where it differs);
+      // scratch per call: the entry is shared between threads.
+      std::vector<char> src_copy, weights_copy, dst_copy;
+      auto inner = [&](const memory::desc &d, const memory::desc &plain, const void *data, std::vector<char> &copy,
+                       const dnnl::reorder &to) {
+        if (d == plain)
+          return mem(d, data);
+        copy.resize(d.get_size());
+        memory from = mem(plain, data), m = mem(d, copy.data());
+        to.execute(stream, from, m);
+        return m;
+      };
+      memory src = inner(c->inner_src, c->src, a, src_copy, c->to_src);
+      memory weights = inner(c->inner_weights, c->weights, b, weights_copy, c->to_weights);
+      const bool dst_in_place = c->inner_dst == c->dst;
+      if (!dst_in_place)
+        dst_copy.resize(c->inner_dst.get_size());
+      memory dst = mem(c->inner_dst, dst_in_place ? static_cast<void *>(out) : dst_copy.data());
+      c->primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+      if (!dst_in_place) {
+        memory result = mem(c->dst, out);
+        c->from_dst.execute(stream, dst, result);
+      }
+      stream.wait(); // before the copies go
+      break;
+    }
+    c->primitive.execute(
+        stream,
+        {{DNNL_ARG_SRC, mem(c->src, a)}, {DNNL_ARG_WEIGHTS, mem(c->weights, b)}, {DNNL_ARG_DST, mem(c->dst, out)}});
     break;
+  }
   case ConvOp::InputGrad:
-    c->primitive.execute(stream, {{DNNL_ARG_DIFF_DST, mem(c->dst, a)}, {DNNL_ARG_WEIGHTS, mem(c->weights, b)},
+    c->primitive.execute(stream, {{DNNL_ARG_DIFF_DST, mem(c->dst, a)},
+                                  {DNNL_ARG_WEIGHTS, mem(c->weights, b)},
                                   {DNNL_ARG_DIFF_SRC, mem(c->src, out)}});
     break;
   case ConvOp::WeightGrad:
-    c->primitive.execute(stream, {{DNNL_ARG_SRC, mem(c->src, a)}, {DNNL_ARG_DIFF_DST, mem(c->dst, b)},
+    c->primitive.execute(stream, {{DNNL_ARG_SRC, mem(c->src, a)},
+                                  {DNNL_ARG_DIFF_DST, mem(c->dst, b)},
                                   {DNNL_ARG_DIFF_WEIGHTS, mem(c->weights, out)}});
     break;
   }
@@ -157,8 +247,19 @@ struct Im2col {
 };
 
 Im2col im2col_of(const Conv2dParams &p, const ConvShape &s) {
-  return {s.input[0],  s.input[1],  s.input[2],  s.input[3],  s.weight[0],       s.weight[1],
-          s.weight[0] / p.groups,   s.weight[2], s.weight[3], s.output[2],       s.output[3], p.groups, p};
+  return {s.input[0],
+          s.input[1],
+          s.input[2],
+          s.input[3],
+          s.weight[0],
+          s.weight[1],
+          s.weight[0] / p.groups,
+          s.weight[2],
+          s.weight[3],
+          s.output[2],
+          s.output[3],
+          p.groups,
+          p};
 }
 
 /// Input row of output row `o` at kernel tap `k` along one axis.
@@ -191,8 +292,8 @@ void unfold(const Im2col &g, double *x, double *cols, bool fold) {
 }
 
 /// c[M, N] (+)= a b with a[i, k] = a[i * ars + k * acs], b likewise.
-void gemm_f64(int64_t M, int64_t N, int64_t K, const double *a, int64_t ars, int64_t acs, const double *b,
-              int64_t brs, int64_t bcs, double *c, bool accumulate) {
+void gemm_f64(int64_t M, int64_t N, int64_t K, const double *a, int64_t ars, int64_t acs, const double *b, int64_t brs,
+              int64_t bcs, double *c, bool accumulate) {
   if (!accumulate)
     std::fill(c, c + M * N, 0.0);
   for (int64_t i = 0; i < M; ++i)

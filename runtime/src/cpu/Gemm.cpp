@@ -19,11 +19,9 @@
 
 #include <dnnl.h>
 #include <dnnl.hpp>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "Half.h"
+#include "SerialScope.h"
 #include "kiln/runtime/Gemm.h"
 
 namespace kiln::runtime {
@@ -157,35 +155,8 @@ constexpr size_t kMaxCached = 256;
 std::mutex cache_mutex;
 std::map<Key, std::shared_ptr<Cached>> cache;
 
-/// Below this many multiply-adds (batch * M * N * K, 128^3) a matmul runs on
-/// the calling thread alone: waking a second OpenMP thread (passive wait
-/// policy) costs ~20 us, more than the work (64^3: 25 us on 2 threads, 10 us
-/// on one; 128^3: equal). oneDNN fixes a primitive's thread count when it is
-/// created, so the same scope covers creation and execution.
-constexpr int64_t kSerialMacs = int64_t(1) << 21;
-
-/// omp_set_num_threads(1) for its scope (this thread's ICV only) when `on`.
-class SerialScope {
-public:
-  explicit SerialScope(bool on) {
-#ifdef _OPENMP
-    if (on) {
-      saved_ = omp_get_max_threads();
-      omp_set_num_threads(1);
-    }
-#endif
-  }
-  ~SerialScope() {
-#ifdef _OPENMP
-    if (saved_ > 0) omp_set_num_threads(saved_);
-#endif
-  }
-  SerialScope(const SerialScope &) = delete;
-  SerialScope &operator=(const SerialScope &) = delete;
-
-private:
-  int saved_ = 0;
-};
+using cpu::kSerialMacs;
+using cpu::SerialScope;
 
 bool serial_gemm(int64_t batch, int64_t M, int64_t K, int64_t N) {
   return batch * M < kSerialMacs && batch * M * N < kSerialMacs && batch * M * N * K < kSerialMacs;

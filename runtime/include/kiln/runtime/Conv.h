@@ -42,6 +42,12 @@ struct ConvShape {
 ///    backward_data, backward_weights; plain nchw / (g)oihw layouts), one
 ///    per (op, shape, params) in a process-wide cache (cleared at 256
 ///    entries) so repeated shapes skip primitive creation. Thread-safe.
+///    Where oneDNN runs the plain-layout forward as im2col + sgemm
+///    ("gemm:jit"), the forward runs on the layouts oneDNN picks instead
+///    (brgconv / jit direct), operands and result reordered per call: no
+///    process-wide sgemm JIT on the first call (37-45 ms), and 1.5-3x less
+///    time per inference forward (bench/README.md, "Exported model").
+///    Forwards under 2^21 multiply-adds run on the calling thread.
 ///  - Float64: im2col and a plain GEMM loop (oneDNN has no f64 convolution).
 ///  - BFloat16, Float16: widened to float32 (exact), computed as Float32,
 ///    the result rounded once to nearest even (PyTorch's CPU result for

@@ -1,0 +1,44 @@
+// SerialScope: small oneDNN primitives (GEMM, convolution) run on the
+// calling thread alone. Internal to runtime/src/cpu.
+#pragma once
+
+#include <cstdint>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace kiln::runtime::cpu {
+
+/// Below this many multiply-adds (a GEMM's batch * M * N * K, a
+/// convolution's N * O * OH * OW * C/groups * kH * kW; 128^3) a primitive
+/// runs on the calling thread alone: waking a second OpenMP thread (passive wait
+/// policy) costs ~20 us, more than the work (64^3: 25 us on 2 threads, 10 us
+/// on one; 128^3: equal). oneDNN fixes a primitive's thread count when it is
+/// created, so the same scope covers creation and execution.
+constexpr int64_t kSerialMacs = int64_t(1) << 21;
+
+/// omp_set_num_threads(1) for its scope (this thread's ICV only) when `on`.
+class SerialScope {
+public:
+  explicit SerialScope(bool on) {
+#ifdef _OPENMP
+    if (on) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+#endif
+  }
+  ~SerialScope() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  SerialScope(const SerialScope &) = delete;
+  SerialScope &operator=(const SerialScope &) = delete;
+
+private:
+  int saved_ = 0;
+};
+
+} // namespace kiln::runtime::cpu
