@@ -39,22 +39,26 @@ dnnl::engine &engine() {
   return e;
 }
 
-/// One cached primitive with the descriptors of its three arguments (the
-/// caller's plain nchw / (g)oihw layouts). A forward primitive may run on
-/// layouts of oneDNN's choosing instead (`reordered`): then `inner_*` are
-/// its descriptors and the reorders convert the operands and the result.
+/// One argument of a cached primitive: the caller's plain nchw / (g)oihw
+/// layout and the primitive's, with the reorder between them (plain ->
+/// inner for an input, inner -> plain for the result) where they differ.
+struct Arg {
+  int id = 0; ///< DNNL_ARG_*
+  memory::desc plain, inner;
+  dnnl::reorder reorder;
+};
+
+/// One cached primitive: its two inputs (ConvOp's `a`, `b`) and its result.
 struct Cached {
-  memory::desc src, weights, dst;
+  Arg in[2], out;
   dnnl::primitive primitive;
-  bool reordered = false;
-  memory::desc inner_src, inner_weights, inner_dst;
-  dnnl::reorder to_src, to_weights, from_dst; ///< only where the layout differs
 };
 
 /// oneDNN's BLAS-style (im2col + sgemm, "gemm:jit") or reference impl: what
 /// it picks for plain nchw. The first "gemm:jit" execution in a process
-/// generates every dnnl_sgemm kernel (37-45 ms here), and brgconv on its
-/// own layouts is faster after that too (bench/README.md, "Exported model").
+/// generates every dnnl_sgemm kernel (37-45 ms here), and brgconv / jit
+/// direct on their own layouts are faster after that too (bench/README.md,
+/// "Exported model").
 bool blas_or_ref(const std::string &impl) {
   return impl.find("gemm:") != std::string::npos || impl.rfind("ref", 0) == 0;
 }
@@ -84,83 +88,132 @@ memory::desc weight_desc(const ConvShape &s, int64_t groups) {
   return memory::desc({groups, w[0] / groups, w[1], w[2], w[3]}, memory::data_type::f32, memory::format_tag::goihw);
 }
 
-/// The forward primitive descriptor (every backward primitive needs it as
-/// its hint). oneDNN's dilation counts the gaps (PyTorch's dilation - 1);
-/// right padding = left padding gives PyTorch's floor output size.
-/// With `any_layout`, oneDNN picks the layouts of all three operands.
-dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dParams &p, const ConvShape &s,
-                                                     bool any_layout = false) {
-  const memory::format_tag act = any_layout ? memory::format_tag::any : memory::format_tag::nchw;
-  const memory::desc src({s.input[0], s.input[1], s.input[2], s.input[3]}, memory::data_type::f32, act);
-  const memory::desc dst({s.output[0], s.output[1], s.output[2], s.output[3]}, memory::data_type::f32, act);
-  memory::desc w = weight_desc(s, p.groups);
-  if (any_layout)
-    w = memory::desc(w.dims(), memory::data_type::f32, memory::format_tag::any);
+/// The plain descriptors of x, w and y.
+struct PlainDescs {
+  memory::desc src, weights, dst;
+};
+
+PlainDescs plain_descs(const Conv2dParams &p, const ConvShape &s) {
+  return {
+      memory::desc({s.input[0], s.input[1], s.input[2], s.input[3]}, memory::data_type::f32, memory::format_tag::nchw),
+      weight_desc(s, p.groups),
+      memory::desc({s.output[0], s.output[1], s.output[2], s.output[3]}, memory::data_type::f32,
+                   memory::format_tag::nchw)};
+}
+
+/// `d` with its layout left to oneDNN (`any`), or `d` itself.
+memory::desc layout(const memory::desc &d, bool any) {
+  return any ? memory::desc(d.dims(), memory::data_type::f32, memory::format_tag::any) : d;
+}
+
+/// The primitive descriptor of `op` on the plain layouts, or with `any`, on
+/// layouts of oneDNN's choosing. Every backward one is created with the
+/// forward's as its hint. oneDNN's dilation counts the gaps (PyTorch's
+/// dilation - 1); right padding = left padding gives PyTorch's floor
+/// output size. Throws dnnl::error when oneDNN has none.
+template <class Make> auto with_descs(ConvOp op, const Conv2dParams &p, const ConvShape &s, bool any, Make make) {
+  const PlainDescs plain = plain_descs(p, s);
+  const memory::desc src = layout(plain.src, any), w = layout(plain.weights, any), dst = layout(plain.dst, any);
   const memory::dims strides{p.stride[0], p.stride[1]}, padding{p.padding[0], p.padding[1]};
   const memory::dims dilation{p.dilation[0] - 1, p.dilation[1] - 1};
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, w, dst,
-                                    strides, dilation, padding, padding);
-  return dnnl::convolution_forward::primitive_desc(d, engine());
-}
-
-/// Makes `entry` (plain descriptors set) run the forward on oneDNN's own
-/// layouts when the plain one is blas_or_ref and the other is not.
-void use_chosen_layouts(Cached &entry, const Conv2dParams &p, const ConvShape &s,
-                        const dnnl::convolution_forward::primitive_desc &plain) {
-  if (!blas_or_ref(plain.impl_info_str()))
-    return;
-  dnnl::convolution_forward::primitive_desc chosen;
-  try {
-    chosen = forward_pd(p, s, true);
-  } catch (const dnnl::error &) {
-    return;
+  const dnnl::convolution_forward::primitive_desc fwd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, w,
+                                      dst, strides, dilation, padding, padding),
+      engine());
+  if (op == ConvOp::Forward)
+    return make(fwd, fwd.impl_info_str());
+  if (op == ConvOp::InputGrad) {
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w, dst, strides, dilation,
+                                              padding, padding),
+        engine(), fwd);
+    return make(pd, pd.impl_info_str());
   }
-  if (blas_or_ref(chosen.impl_info_str()))
-    return;
-  entry.reordered = true;
-  entry.inner_src = chosen.src_desc();
-  entry.inner_weights = chosen.weights_desc();
-  entry.inner_dst = chosen.dst_desc();
-  entry.primitive = dnnl::convolution_forward(chosen);
-  if (entry.inner_src != entry.src)
-    entry.to_src = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), entry.src, engine(), entry.inner_src));
-  if (entry.inner_weights != entry.weights)
-    entry.to_weights =
-        dnnl::reorder(dnnl::reorder::primitive_desc(engine(), entry.weights, engine(), entry.inner_weights));
-  if (entry.inner_dst != entry.dst)
-    entry.from_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), entry.inner_dst, engine(), entry.dst));
+  const dnnl::convolution_backward_weights::primitive_desc pd(
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w, dst, strides, dilation,
+                                               padding, padding),
+      engine(), fwd);
+  return make(pd, pd.impl_info_str());
 }
 
-/// Whether the forward runs on one thread (cpu::kSerialMacs).
-bool serial_forward(const Conv2dParams &p, const ConvShape &s) {
+dnnl::primitive primitive_of(const dnnl::convolution_forward::primitive_desc &pd) {
+  return dnnl::convolution_forward(pd);
+}
+dnnl::primitive primitive_of(const dnnl::convolution_backward_data::primitive_desc &pd) {
+  return dnnl::convolution_backward_data(pd);
+}
+dnnl::primitive primitive_of(const dnnl::convolution_backward_weights::primitive_desc &pd) {
+  return dnnl::convolution_backward_weights(pd);
+}
+
+/// Whether the primitives of this convolution run on one thread (the
+/// forward's multiply-adds against cpu::kSerialMacs; each backward has as
+/// many).
+bool serial_conv(const ConvShape &s) {
   const int64_t macs =
       s.output[0] * s.output[1] * s.output[2] * s.output[3] * (s.weight[1] * s.weight[2] * s.weight[3]);
   return macs < cpu::kSerialMacs;
 }
 
-/// A new primitive for `op` (oneDNN throws dnnl::error when it has none).
+/// A new primitive for `op`: on the plain layouts unless it is a forward
+/// that oneDNN runs as blas_or_ref there and has another impl for on its
+/// own layouts. Throws dnnl::error when oneDNN has none.
 std::shared_ptr<Cached> create(ConvOp op, const Conv2dParams &p, const ConvShape &s) {
+  cpu::SerialScope serial(serial_conv(s));
   auto entry = std::make_shared<Cached>();
-  const auto fwd = forward_pd(p, s);
-  const memory::dims strides{p.stride[0], p.stride[1]}, padding{p.padding[0], p.padding[1]};
-  const memory::dims dilation{p.dilation[0] - 1, p.dilation[1] - 1};
-  entry->src = fwd.src_desc();
-  entry->weights = fwd.weights_desc();
-  entry->dst = fwd.dst_desc();
+  const PlainDescs plain = plain_descs(p, s);
+  // ConvOp's a, b and result: Forward x, w -> y; InputGrad dy, w -> dx;
+  // WeightGrad x, dy -> dw.
+  const memory::desc *roles[3];
+  int ids[3];
   if (op == ConvOp::Forward) {
-    cpu::SerialScope serial(serial_forward(p, s));
-    entry->primitive = dnnl::convolution_forward(fwd);
-    use_chosen_layouts(*entry, p, s, fwd);
+    roles[0] = &plain.src, roles[1] = &plain.weights, roles[2] = &plain.dst;
+    ids[0] = DNNL_ARG_SRC, ids[1] = DNNL_ARG_WEIGHTS, ids[2] = DNNL_ARG_DST;
   } else if (op == ConvOp::InputGrad) {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, entry->src, entry->weights, entry->dst,
-                                            strides, dilation, padding, padding);
-    entry->primitive =
-        dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(d, engine(), fwd));
+    roles[0] = &plain.dst, roles[1] = &plain.weights, roles[2] = &plain.src;
+    ids[0] = DNNL_ARG_DIFF_DST, ids[1] = DNNL_ARG_WEIGHTS, ids[2] = DNNL_ARG_DIFF_SRC;
   } else {
-    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, entry->src, entry->weights,
-                                               entry->dst, strides, dilation, padding, padding);
-    entry->primitive =
-        dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(d, engine(), fwd));
+    roles[0] = &plain.src, roles[1] = &plain.dst, roles[2] = &plain.weights;
+    ids[0] = DNNL_ARG_SRC, ids[1] = DNNL_ARG_DIFF_DST, ids[2] = DNNL_ARG_DIFF_WEIGHTS;
+  }
+  // The descriptors the primitive expects for the three roles.
+  auto inner_of = [op](const auto &pd) -> std::array<memory::desc, 3> {
+    if (op == ConvOp::Forward)
+      return {pd.src_desc(), pd.weights_desc(), pd.dst_desc()};
+    if (op == ConvOp::InputGrad)
+      return {pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
+    return {pd.src_desc(), pd.diff_dst_desc(), pd.diff_weights_desc()};
+  };
+  struct Made {
+    dnnl::primitive primitive;
+    std::array<memory::desc, 3> inner;
+    bool blas_or_ref;
+  };
+  auto make = [&](const auto &pd, const std::string &impl) {
+    return Made{primitive_of(pd), inner_of(pd), blas_or_ref(impl)};
+  };
+  Made made = with_descs(op, p, s, false, make);
+  // The backward primitives stay on the plain layouts: on oneDNN's own
+  // (the zoo CNN's shapes, this VM) backward_weights ran 2.4x slower and
+  // the reorders of three operands cost more than backward_data saved.
+  if (op == ConvOp::Forward && made.blas_or_ref) {
+    try {
+      Made chosen = with_descs(op, p, s, true, make);
+      if (!chosen.blas_or_ref)
+        made = std::move(chosen);
+    } catch (const dnnl::error &) { // none on oneDNN's layouts: the plain one stays
+    }
+  }
+  entry->primitive = made.primitive;
+  Arg *args[3] = {&entry->in[0], &entry->in[1], &entry->out};
+  for (int i = 0; i < 3; ++i) {
+    Arg &arg = *args[i];
+    arg.id = ids[i];
+    arg.plain = *roles[i];
+    arg.inner = made.inner[i];
+    if (arg.inner != arg.plain)
+      arg.reorder = i < 2 ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), arg.plain, engine(), arg.inner))
+                          : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), arg.inner, engine(), arg.plain));
   }
   return entry;
 }
@@ -185,55 +238,35 @@ std::shared_ptr<Cached> primitive_for(ConvOp op, const Conv2dParams &p, const Co
 
 void conv_f32(ConvOp op, const Conv2dParams &p, const ConvShape &s, const float *a, const float *b, float *out) {
   std::shared_ptr<Cached> c = primitive_for(op, p, s);
+  cpu::SerialScope serial(serial_conv(s)); // as at creation
   thread_local dnnl::stream stream(engine());
   auto mem = [](const memory::desc &d, const void *data) { return memory(d, engine(), const_cast<void *>(data)); };
-  switch (op) {
-  case ConvOp::Forward: {
-    cpu::SerialScope serial(serial_forward(p, s)); // as at creation
-    if (c->reordered) {
-      // Each operand in oneDNN's layout (a copy only where it differs);
-      // scratch per call: the entry is shared between threads.
-      std::vector<char> src_copy, weights_copy, dst_copy;
-      auto inner = [&](const memory::desc &d, const memory::desc &plain, const void *data, std::vector<char> &copy,
-                       const dnnl::reorder &to) {
-        if (d == plain)
-          return mem(d, data);
-        copy.resize(d.get_size());
-        memory from = mem(plain, data), m = mem(d, copy.data());
-        to.execute(stream, from, m);
-        return m;
-      };
-      memory src = inner(c->inner_src, c->src, a, src_copy, c->to_src);
-      memory weights = inner(c->inner_weights, c->weights, b, weights_copy, c->to_weights);
-      const bool dst_in_place = c->inner_dst == c->dst;
-      if (!dst_in_place)
-        dst_copy.resize(c->inner_dst.get_size());
-      memory dst = mem(c->inner_dst, dst_in_place ? static_cast<void *>(out) : dst_copy.data());
-      c->primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
-      if (!dst_in_place) {
-        memory result = mem(c->dst, out);
-        c->from_dst.execute(stream, dst, result);
-      }
-      stream.wait(); // before the copies go
-      break;
+  // Each argument in the primitive's layout: in place where it is the
+  // caller's, else a copy (per call: the entry is shared between threads).
+  std::vector<char> copies[3];
+  memory inputs[2];
+  const void *data[2] = {a, b};
+  for (int i = 0; i < 2; ++i) {
+    const Arg &arg = c->in[i];
+    if (arg.inner == arg.plain) {
+      inputs[i] = mem(arg.plain, data[i]);
+      continue;
     }
-    c->primitive.execute(
-        stream,
-        {{DNNL_ARG_SRC, mem(c->src, a)}, {DNNL_ARG_WEIGHTS, mem(c->weights, b)}, {DNNL_ARG_DST, mem(c->dst, out)}});
-    break;
+    copies[i].resize(arg.inner.get_size());
+    memory from = mem(arg.plain, data[i]);
+    inputs[i] = mem(arg.inner, copies[i].data());
+    arg.reorder.execute(stream, from, inputs[i]);
   }
-  case ConvOp::InputGrad:
-    c->primitive.execute(stream, {{DNNL_ARG_DIFF_DST, mem(c->dst, a)},
-                                  {DNNL_ARG_WEIGHTS, mem(c->weights, b)},
-                                  {DNNL_ARG_DIFF_SRC, mem(c->src, out)}});
-    break;
-  case ConvOp::WeightGrad:
-    c->primitive.execute(stream, {{DNNL_ARG_SRC, mem(c->src, a)},
-                                  {DNNL_ARG_DIFF_DST, mem(c->dst, b)},
-                                  {DNNL_ARG_DIFF_WEIGHTS, mem(c->weights, out)}});
-    break;
+  const bool out_in_place = c->out.inner == c->out.plain;
+  if (!out_in_place)
+    copies[2].resize(c->out.inner.get_size());
+  memory result = mem(c->out.inner, out_in_place ? static_cast<void *>(out) : copies[2].data());
+  c->primitive.execute(stream, {{c->in[0].id, inputs[0]}, {c->in[1].id, inputs[1]}, {c->out.id, result}});
+  if (!out_in_place) {
+    memory to = mem(c->out.plain, out);
+    c->out.reorder.execute(stream, result, to);
   }
-  stream.wait();
+  stream.wait(); // before the copies go
 }
 
 // ---- float64: im2col + GEMM loop ----------------------------------------------------
