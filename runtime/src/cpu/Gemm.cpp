@@ -2,8 +2,8 @@
 // layout: sgemm / sgemm_batched for float32, gemm16_batched (and gemm16)
 // for bfloat16; float16 through float32. dnnl_sgemm is only the fallback
 // where oneDNN has no matmul for the strides: its first call in a process
-// generates all of its JIT kernels at once (40-50 ms here, whatever the
-// shape), where a matmul primitive costs 0.3-0.8 ms per shape
+// generates all of its JIT kernels at once (36-45 ms here, whatever the
+// shape), where creating a matmul primitive costs 0.01-0.5 ms per shape
 // (bench/README.md, "Exported model": the first output of a fresh process).
 #include <algorithm>
 #include <array>

@@ -12,9 +12,10 @@ namespace kiln::runtime::cpu {
 
 /// Below this many multiply-adds (a GEMM's batch * M * N * K, a
 /// convolution's N * O * OH * OW * C/groups * kH * kW; 128^3) a primitive
-/// runs on the calling thread alone: waking a second OpenMP thread (passive wait
-/// policy) costs ~20 us, more than the work (64^3: 25 us on 2 threads, 10 us
-/// on one; 128^3: equal). oneDNN fixes a primitive's thread count when it is
+/// runs on the calling thread alone: waking a second OpenMP thread (passive
+/// wait policy) costs ~20 us, more than the work (kiln-bench-gemm
+/// BM_MatmulF32/64, 2026-12-04: 48-53 us on 2 threads, 6.3-6.6 us on one;
+/// 128^3 about equal). oneDNN fixes a primitive's thread count when it is
 /// created, so the same scope covers creation and execution.
 constexpr int64_t kSerialMacs = int64_t(1) << 21;
 
