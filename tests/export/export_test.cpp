@@ -315,7 +315,21 @@ TEST_F(ExportedMlp, SeparateProcessReportsBadFiles) {
   write_file(dir_ + "/small-input.bin", std::string(16, '\0'));
   r = run_runtime({dir_ + "/mlp.kiln", "--input", dir_ + "/small-input.bin"}, dir_);
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("input 0: expected float32 [8, 64], got float32 [4]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("small-input.bin: 16 bytes, expected 2048 for input 0 (float32 [8, 64])"), std::string::npos)
+      << r.err;
+  // --help says what an input file holds; --info lists inputs and outputs;
+  // --output-dir is created.
+  r = run_runtime({"--help"}, dir_);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("raw bytes, row-major, little-endian"), std::string::npos) << r.out;
+  r = run_runtime({dir_ + "/mlp.kiln", "--info"}, dir_);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("input 0: float32 [8, 64]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output 0: float32 [8, 10]"), std::string::npos) << r.out;
+  write_file(dir_ + "/x.bin", std::string(8 * 64 * 4, '\0'));
+  r = run_runtime({dir_ + "/mlp.kiln", "--input", dir_ + "/x.bin", "--output-dir", dir_ + "/new/out"}, dir_);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_file(dir_ + "/new/out/output-0.bin").size(), 8u * 10 * 4);
 }
 
 TEST(ExportCompiled, WorksWithTheKernelCacheOff) {
@@ -358,6 +372,43 @@ TEST(ExportCompiled, ErrorsNameTheProblem) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.kiln"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(model->is_training()) << "export_compiled restores the training flag";
+}
+
+TEST(ExportCompiled, CompiledModuleIsExportedAsTheModuleItWraps) {
+  // kiln::compile's result runs compiled code the tracer does not see: it
+  // used to be exported with its example output stored as a constant (found
+  // by a first-time user following the README). Now the module it wraps is.
+  kiln::manual_seed(11);
+  auto model = digits_mlp();
+  std::shared_ptr<kiln::CompiledModule> compiled = kiln::compile(model);
+  const std::string dir = temp_dir();
+  const kiln::ExportReport report = kiln::export_compiled(compiled, {kiln::randn({4, 64})}, dir + "/c.kiln");
+  EXPECT_GT(report.num_launches, 0);
+  kiln::LoadedModel m = kiln::load_compiled(dir + "/c.kiln");
+  EXPECT_EQ(m.model_name(), model->name());
+  const Tensor y = kiln::randn({4, 64});
+  EXPECT_EQ(m.run({kiln::runtime::HostTensor::from_floats(y.to_vector<float>(), {4, 64})})[0].to_floats(),
+            compiled_output(model, y).to_vector<float>());
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+/// Returns a parameter whatever its input: no output depends on the inputs.
+struct ConstantOutput : kiln::nn::Module {
+  Tensor w;
+  ConstantOutput() { w = register_parameter("w", kiln::randn({4, 3})); }
+  Tensor forward(const Tensor &) override { return w; }
+  std::string name() const override { return "ConstantOutput"; }
+};
+
+TEST(ExportCompiled, AnOutputThatIgnoresTheInputsIsAnError) {
+  try {
+    kiln::export_compiled(std::make_shared<ConstantOutput>(), {kiln::randn({4, 3})}, "/tmp/never.kiln");
+    FAIL() << "no error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("kiln::export_compiled: ConstantOutput: no output depends on the inputs"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- CUDA artifacts (on the simulator) ----------------------------------------
@@ -692,6 +743,10 @@ TEST(ExportDynamic, SeparateProcessRunsAnyBatchAndBytesAreDeterministic) {
   compiled->forward(gpt_tokens());  // batch 2, then 5: the shape-generic kernels, as the artifact's
   const std::string want = bytes_of(compiled->forward(x));
   EXPECT_TRUE(read_file(dir + "/output-0.bin") == want) << "batch 5 in kiln-run-compiled differs from kiln::compile";
+  write_file(dir + "/ragged.bin", std::string(100, '\0'));  // not a whole number of 16-token rows (128 bytes)
+  r = run_runtime({dir + "/a.kiln", "--input", dir + "/ragged.bin"}, dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("ragged.bin: 100 bytes, expected a multiple of 128 for input 0"), std::string::npos) << r.err;
   std::system(("rm -rf '" + dir + "'").c_str());
 }
 

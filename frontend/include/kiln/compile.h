@@ -302,9 +302,12 @@ public:
   /// undefined tensor or inputs on several devices.
   std::vector<Tensor> call_compiled(detail::CallSpec &call);
   std::string name() const override { return "Compiled" + module_->name(); }
+  nn::Module &eager_module() override { return module_->eager_module(); }
   /// (Out of line: folds in the CUDA graph counters of the executables.)
   const CompileStats &stats() const;
   nn::Module &original() { return *module_; }
+  /// The module compiled (what kiln::export_compiled and kiln::onnx::export_model trace for a CompiledModule).
+  std::shared_ptr<nn::Module> original_module() const { return module_; }
   /// The report of explain() for the artifact serving `input` (nullopt-like
   /// empty string if none is compiled for it yet).
   std::string describe(const Tensor &input) const;

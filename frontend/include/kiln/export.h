@@ -72,7 +72,10 @@ struct ExportReport {
 /// become the guards; the values are only used to trace) in eval mode under
 /// NoGradGuard (the model's training flag is restored afterwards) and writes
 /// the artifact to `path` atomically (a temporary file renamed over it).
-/// Throws kiln::Error naming the problem: no inputs, inputs on a device other
+/// A CompiledModule (kiln::compile's result) is exported as the module it
+/// wraps, with `options.compile` (not the options it was compiled with).
+/// Throws kiln::Error naming the problem: no inputs, no output that depends
+/// on the inputs (a forward computing outside Kiln's ops), inputs on a device other
 /// than the CPU or cuda:0 (naming the expected devices), a CUDA export
 /// without NVRTC or with a bad arch in cuda_archs,
 /// a model that breaks the graph or draws random numbers in eval mode, a

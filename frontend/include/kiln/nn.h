@@ -51,6 +51,10 @@ public:
   std::vector<Tensor> operator()(const std::vector<Tensor> &inputs) { return forward(inputs); }
   /// Class name for printing ("Linear", "Sequential", ...).
   virtual std::string name() const = 0;
+  /// The module whose forward records eager ops: this one, or for a wrapper
+  /// that runs compiled code (kiln::CompiledModule, torch's `_orig_mod`) the
+  /// module it wraps. Exporters (kiln::onnx::export_model) trace this one.
+  virtual Module &eager_module() { return *this; }
 
   /// Parameters and buffers by dotted name, parameters first per module, in
   /// registration order (torch's state_dict). The tensors share storage with

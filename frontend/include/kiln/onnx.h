@@ -105,7 +105,9 @@ struct ExportInfo {
 /// onnx::checker::check_model on it and writes it to `path` (protobuf
 /// binary). Inputs: CPU tensors of dtype float32, float64, float16,
 /// bfloat16, int64, int32 or bool, any shape (one graph input each, in
-/// order); outputs: whatever the forward returns, in order.
+/// order); outputs: whatever the forward returns, in order. A
+/// CompiledModule (kiln::compile's result) is exported as the module it
+/// wraps.
 ///
 /// Throws kiln::Error when: an input is undefined or not on the CPU; the
 /// name lists have the wrong length or repeat a name; a dynamic axis names

@@ -144,6 +144,10 @@ std::shared_ptr<CompiledModule::Artifact> trace_for_export(const detail::CallSpe
 ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vector<Tensor> &example_inputs,
                              const std::string &path, const ExportOptions &options) {
   KILN_CHECK(model != nullptr, "kiln::export_compiled: the model is null");
+  // kiln::compile's result runs compiled code that records no eager ops:
+  // traced as it is, its output would be stored as a constant. Export the
+  // module it wraps.
+  while (auto *compiled = dynamic_cast<CompiledModule *>(model.get())) model = compiled->original_module();
   KILN_CHECK(!example_inputs.empty(), "kiln::export_compiled: ", model->name(),
              ": no example inputs (expected one tensor per forward input)");
   EvalScope eval(*model);
@@ -178,6 +182,18 @@ ExportReport export_compiled(std::shared_ptr<nn::Module> model, const std::vecto
   KILN_CHECK(!dynamic || s0 >= 2, "kiln::export_compiled: ", model->name(), ": input ", dyn_input, " dim ", dyn_dim,
              " is dynamic but its example size is ", s0, " (expected >= 2: sizes 0 and 1 are specialized)");
   std::shared_ptr<CompiledModule::Artifact> artifact = trace_for_export(call, *model);
+  bool reads_an_input = false;
+  for (int k = 0; k < artifact->traced.num_forward_outputs; ++k) {
+    const int v = artifact->traced.outputs[static_cast<size_t>(k)];
+    for (int i = 0; i < artifact->num_inputs; ++i) reads_an_input |= artifact->traced.inputs[static_cast<size_t>(i)] == v;
+    bool captured = false;
+    for (size_t i = static_cast<size_t>(artifact->num_inputs); i < artifact->traced.inputs.size(); ++i)
+      captured |= artifact->traced.inputs[i] == v;
+    reads_an_input |= !captured;
+  }
+  KILN_CHECK(reads_an_input, "kiln::export_compiled: ", model->name(),
+             ": no output depends on the inputs (the trace recorded no Kiln op on them: a forward that computes "
+             "outside Kiln's ops, or on tensors it does not take as inputs, would be exported as a constant)");
 
   // Compile, with the kernel cache on: its entry is the object code.
   CompileStats stats;

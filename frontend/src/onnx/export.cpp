@@ -117,6 +117,9 @@ struct TrainingModeRestore {
 
 ExportInfo export_model(nn::Module &model, const std::vector<Tensor> &example_inputs, const std::string &path,
                         const ExportOptions &options) {
+  // kiln::compile's result runs compiled code that records no eager ops:
+  // export the module it wraps.
+  if (&model.eager_module() != &model) return export_model(model.eager_module(), example_inputs, path, options);
   KILN_CHECK(!example_inputs.empty(), "onnx::export_model: no example inputs; expected one tensor per forward input");
   for (size_t i = 0; i < example_inputs.size(); ++i) {
     KILN_CHECK(example_inputs[i].defined(), "onnx::export_model: example input ", i, " is undefined");
