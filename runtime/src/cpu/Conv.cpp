@@ -13,7 +13,7 @@
 #include <dnnl.hpp>
 
 #include "Half.h"
-#include "SerialScope.h"
+#include "OneDnn.h"
 #include "kiln/runtime/Conv.h"
 
 namespace kiln::runtime {
@@ -34,10 +34,8 @@ const std::array<int64_t, 4> &result_shape(ConvOp op, const ConvShape &s) {
 
 // ---- float32: oneDNN convolution primitives -----------------------------------------
 
-dnnl::engine &engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+using cpu::blas_or_ref;
+using cpu::cpu_engine;
 
 /// One argument of a cached primitive: the caller's plain nchw / (g)oihw
 /// layout and the primitive's, with the reorder between them (plain ->
@@ -53,15 +51,6 @@ struct Cached {
   Arg in[2], out;
   dnnl::primitive primitive;
 };
-
-/// oneDNN's BLAS-style (im2col + sgemm, "gemm:jit") or reference impl: what
-/// it picks for plain nchw. The first "gemm:jit" execution in a process
-/// generates every dnnl_sgemm kernel (37-45 ms here), and brgconv / jit
-/// direct on their own layouts are faster after that too (bench/README.md,
-/// "Exported model").
-bool blas_or_ref(const std::string &impl) {
-  return impl.find("gemm:") != std::string::npos || impl.rfind("ref", 0) == 0;
-}
 
 /// Everything a primitive depends on: op, the three shapes, the params.
 using Key = std::array<int64_t, 20>;
@@ -119,20 +108,20 @@ template <class Make> auto with_descs(ConvOp op, const Conv2dParams &p, const Co
   const dnnl::convolution_forward::primitive_desc fwd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, w,
                                       dst, strides, dilation, padding, padding),
-      engine());
+      cpu_engine());
   if (op == ConvOp::Forward)
     return make(fwd, fwd.impl_info_str());
   if (op == ConvOp::InputGrad) {
     const dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, w, dst, strides, dilation,
                                               padding, padding),
-        engine(), fwd);
+        cpu_engine(), fwd);
     return make(pd, pd.impl_info_str());
   }
   const dnnl::convolution_backward_weights::primitive_desc pd(
       dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w, dst, strides, dilation,
                                                padding, padding),
-      engine(), fwd);
+      cpu_engine(), fwd);
   return make(pd, pd.impl_info_str());
 }
 
@@ -212,8 +201,9 @@ std::shared_ptr<Cached> create(ConvOp op, const Conv2dParams &p, const ConvShape
     arg.plain = *roles[i];
     arg.inner = made.inner[i];
     if (arg.inner != arg.plain)
-      arg.reorder = i < 2 ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), arg.plain, engine(), arg.inner))
-                          : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), arg.inner, engine(), arg.plain));
+      arg.reorder =
+          i < 2 ? dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), arg.plain, cpu_engine(), arg.inner))
+                : dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), arg.inner, cpu_engine(), arg.plain));
   }
   return entry;
 }
@@ -239,8 +229,8 @@ std::shared_ptr<Cached> primitive_for(ConvOp op, const Conv2dParams &p, const Co
 void conv_f32(ConvOp op, const Conv2dParams &p, const ConvShape &s, const float *a, const float *b, float *out) {
   std::shared_ptr<Cached> c = primitive_for(op, p, s);
   cpu::SerialScope serial(serial_conv(s)); // as at creation
-  thread_local dnnl::stream stream(engine());
-  auto mem = [](const memory::desc &d, const void *data) { return memory(d, engine(), const_cast<void *>(data)); };
+  thread_local dnnl::stream stream(cpu_engine());
+  auto mem = [](const memory::desc &d, const void *data) { return memory(d, cpu_engine(), const_cast<void *>(data)); };
   // Each argument in the primitive's layout: in place where it is the
   // caller's, else a copy (per call: the entry is shared between threads).
   std::vector<char> copies[3];

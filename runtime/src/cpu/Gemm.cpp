@@ -21,7 +21,7 @@
 #include <dnnl.hpp>
 
 #include "Half.h"
-#include "SerialScope.h"
+#include "OneDnn.h"
 #include "kiln/runtime/Gemm.h"
 
 namespace kiln::runtime {
@@ -123,10 +123,7 @@ memory::data_type dnnl_type(DType t) {
   throw std::runtime_error(std::string("gemm16: unsupported dtype ") + dtype_name(t));
 }
 
-dnnl::engine &cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
+using cpu::cpu_engine;
 
 /// One cached matmul primitive: the key is everything its descriptors
 /// depend on (batch, M, K, N, both operands' batch/strides, ldc, C's batch
@@ -183,8 +180,7 @@ std::shared_ptr<Cached> primitive_for(DType in, int64_t batch, int64_t M, int64_
     SerialScope serial(serial_gemm(batch, M, K, N));
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(entry->a, entry->b, entry->c), cpu_engine());
     entry->primitive = dnnl::matmul(pd);
-    const std::string impl = pd.impl_info_str();
-    entry->blas_or_ref = impl.rfind("gemm:", 0) == 0 || impl.rfind("ref", 0) == 0;
+    entry->blas_or_ref = cpu::blas_or_ref(pd.impl_info_str());
   } catch (const dnnl::error &e) {
     *why = e.what();
     return nullptr;
