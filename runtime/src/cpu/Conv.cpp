@@ -95,13 +95,13 @@ memory::desc layout(const memory::desc &d, bool any) {
   return any ? memory::desc(d.dims(), memory::data_type::f32, memory::format_tag::any) : d;
 }
 
-/// The primitive descriptor of `op` on the plain layouts, or with `any`, on
-/// layouts of oneDNN's choosing. Every backward one is created with the
+/// The primitive descriptor of `op` on the `plain` layouts (plain_descs),
+/// or with `any`, on layouts of oneDNN's choosing. Every backward one is created with the
 /// forward's as its hint. oneDNN's dilation counts the gaps (PyTorch's
 /// dilation - 1); right padding = left padding gives PyTorch's floor
 /// output size. Throws dnnl::error when oneDNN has none.
-template <class Make> auto with_descs(ConvOp op, const Conv2dParams &p, const ConvShape &s, bool any, Make make) {
-  const PlainDescs plain = plain_descs(p, s);
+template <class Make>
+auto with_descs(ConvOp op, const Conv2dParams &p, const PlainDescs &plain, bool any, Make make) {
   const memory::desc src = layout(plain.src, any), w = layout(plain.weights, any), dst = layout(plain.dst, any);
   const memory::dims strides{p.stride[0], p.stride[1]}, padding{p.padding[0], p.padding[1]};
   const memory::dims dilation{p.dilation[0] - 1, p.dilation[1] - 1};
@@ -181,13 +181,13 @@ std::shared_ptr<Cached> create(ConvOp op, const Conv2dParams &p, const ConvShape
   auto make = [&](const auto &pd, const std::string &impl) {
     return Made{primitive_of(pd), inner_of(pd), blas_or_ref(impl)};
   };
-  Made made = with_descs(op, p, s, false, make);
+  Made made = with_descs(op, p, plain, false, make);
   // The backward primitives stay on the plain layouts: on oneDNN's own
   // (the zoo CNN's shapes, this VM) backward_weights ran 2.4x slower and
   // the reorders of three operands cost more than backward_data saved.
   if (op == ConvOp::Forward && made.blas_or_ref) {
     try {
-      Made chosen = with_descs(op, p, s, true, make);
+      Made chosen = with_descs(op, p, plain, true, make);
       if (!chosen.blas_or_ref)
         made = std::move(chosen);
     } catch (const dnnl::error &) { // none on oneDNN's layouts: the plain one stays
@@ -270,19 +270,8 @@ struct Im2col {
 };
 
 Im2col im2col_of(const Conv2dParams &p, const ConvShape &s) {
-  return {s.input[0],
-          s.input[1],
-          s.input[2],
-          s.input[3],
-          s.weight[0],
-          s.weight[1],
-          s.weight[0] / p.groups,
-          s.weight[2],
-          s.weight[3],
-          s.output[2],
-          s.output[3],
-          p.groups,
-          p};
+  return {s.input[0],  s.input[1],  s.input[2],  s.input[3],  s.weight[0],       s.weight[1],
+          s.weight[0] / p.groups,   s.weight[2], s.weight[3], s.output[2],       s.output[3], p.groups, p};
 }
 
 /// Input row of output row `o` at kernel tap `k` along one axis.
@@ -315,8 +304,8 @@ void unfold(const Im2col &g, double *x, double *cols, bool fold) {
 }
 
 /// c[M, N] (+)= a b with a[i, k] = a[i * ars + k * acs], b likewise.
-void gemm_f64(int64_t M, int64_t N, int64_t K, const double *a, int64_t ars, int64_t acs, const double *b, int64_t brs,
-              int64_t bcs, double *c, bool accumulate) {
+void gemm_f64(int64_t M, int64_t N, int64_t K, const double *a, int64_t ars, int64_t acs, const double *b,
+              int64_t brs, int64_t bcs, double *c, bool accumulate) {
   if (!accumulate)
     std::fill(c, c + M * N, 0.0);
   for (int64_t i = 0; i < M; ++i)
